@@ -1,0 +1,38 @@
+# make serve: run the server.  make test: run the test suite.  make clean: start over.
+
+PORT ?= 8000
+HOST ?= 127.0.0.1
+VENV := .venv
+PY := $(VENV)/bin/python
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# Named after the requirements' content: an edited requirements file reinstalls,
+# a merely touched one (checkout, clone) does not.
+INSTALLED := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha256sum | cut -c1-16)
+
+.PHONY: serve test clean setup git
+
+serve: setup
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
+	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+
+test: setup
+	$(PY) -m pytest -n 2
+	$(PY) manage.py agentgit_bench engine --sizes 1000 --samples 3
+
+clean:
+	rm -rf $(VENV) var staticfiles
+
+setup: git $(INSTALLED)
+	$(PY) manage.py migrate --noinput
+
+# The engine shells out to git for pack work (DESIGN.md, decision 3).
+git:
+	@command -v git >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
+
+$(INSTALLED):
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements/dev.txt
+	rm -f $(VENV)/.installed-*
+	touch $@

@@ -1,0 +1,1 @@
+"""The Django project: settings, URLs and the ASGI/WSGI entry points."""

@@ -1,0 +1,33 @@
+"""Secrets generated once and kept in a private file under the data directory."""
+
+import os
+import secrets
+from pathlib import Path
+
+
+def read_or_create_secret(path: Path, nbytes: int = 32) -> str:
+    """Return the secret stored at ``path``, creating it (mode 0600) on first use.
+
+    Several processes may start at once (uvicorn workers, pytest-xdist): the new
+    secret is written to a private temporary file and hard-linked into place, so
+    exactly one candidate wins and nobody reads a half-written file.
+    """
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    candidate = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(nbytes) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(candidate, path)
+        except FileExistsError:
+            pass
+    finally:
+        candidate.unlink()
+    return path.read_text().strip()

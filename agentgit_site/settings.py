@@ -1,0 +1,133 @@
+"""AgentGit settings: one module, configured by environment variables.
+
+With no environment at all it runs locally: SQLite under the data directory,
+DEBUG off, loopback hosts only. README.md lists every variable.
+"""
+
+import os
+from pathlib import Path
+
+from agentgit_site.secretfile import read_or_create_secret
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+_DATA_DIR = Path(os.environ.get("AGENTGIT_DATA_DIR") or BASE_DIR / "var").resolve()
+_DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+# AgentGit's own knobs. Code reads them as settings.AGENTGIT["..."].
+AGENTGIT = {
+    # Everything the server writes lives here: SQLite database, secret key,
+    # admin password, repositories. Env: AGENTGIT_DATA_DIR. Default: <repo root>/var.
+    "DATA_DIR": _DATA_DIR,
+    # One bare git repository per AgentGit repository.
+    "REPOS_DIR": _DATA_DIR / "repos",
+}
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(
+    _DATA_DIR / "secret_key", nbytes=50
+)
+DEBUG = _env_bool("DJANGO_DEBUG")
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "repos",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentgit_site.urls"
+ASGI_APPLICATION = "agentgit_site.asgi.application"
+WSGI_APPLICATION = "agentgit_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if os.environ.get("DATABASE_URL"):
+    # Only prod.txt installs dj-database-url; the embedded default must not need it.
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.config(conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _DATA_DIR / "agentgit.sqlite3",
+            "OPTIONS": {
+                # Run on every new connection. WAL lets readers proceed during a write;
+                # FULL fsyncs each commit, so a moved stream head survives power loss.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
+                # Take the write lock at BEGIN: a deferred transaction that later upgrades
+                # to writing fails with SQLITE_BUSY at once instead of waiting its turn.
+                "transaction_mode": "IMMEDIATE",
+                # Seconds to wait for another connection's write lock (busy timeout).
+                "timeout": 20,
+            },
+            # A file, not Django's in-memory default, so tests see WAL and fsync as served.
+            "TEST": {"NAME": _DATA_DIR / "test.sqlite3"},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed but not hashed names: pages render even before collectstatic has run.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Local development is plain http, where secure cookies would never be sent back.
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES")
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -1,0 +1,241 @@
+"""History of one path: blame and log.
+
+Both look up one path per changeset visited (:func:`engine.trees.lookup_segments`: one parsed
+tree per path segment, cached by the store) and never build, diff or iterate whole trees, so
+their cost follows the number of changesets walked and the depth of the path, not the number
+of files in the repository.
+
+* :func:`blame` follows the first-parent chain, like ``git blame --first-parent``; on a
+  linear history that is plain ``git blame``. Renames are not followed: the lines of a file
+  that was renamed are attributed to the changeset that created it at its current path
+  (``git blame`` would follow a whole-file rename into the old path).
+* :func:`log` lists what ``git log -- PATH`` lists, in the same order, including git's
+  default history simplification of merges (see :func:`iter_log`). The path is literal:
+  git would treat ``*``, ``?`` and ``[`` in a pathspec as wildcards; we do not.
+* :func:`log_page` pages through a log with an opaque cursor.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import islice
+from typing import Iterator, NamedTuple
+
+from patiencediff import PatienceSequenceMatcher
+
+from .errors import InvalidInput, PathNotFound, WrongObjectType
+from .objects import MODE_GITLINK, MODE_TREE, Commit, Entry, ObjectId, check_object_id, split_lines, split_path
+from .store import ObjectStore
+from .trees import lookup_segments
+
+__all__ = ["BlameLine", "blame", "iter_log", "log", "LogPage", "log_page"]
+
+#: Entry modes that are not file content (a directory, a submodule's commit).
+_NOT_A_FILE = (MODE_TREE, MODE_GITLINK)
+
+
+# ---------------------------------------------------------------------------- blame
+
+
+class BlameLine(NamedTuple):
+    """One line of a blamed file and the changeset that last wrote it."""
+
+    #: 1-based line number in the blamed version.
+    number: int
+    #: The changeset (commit id) that introduced the line in its current form.
+    changeset: ObjectId
+    #: The line without its trailing newline, decoded as UTF-8 (undecodable bytes become U+FFFD).
+    text: str
+
+
+def blame(store: ObjectStore, commit_id: ObjectId, path: str) -> list[BlameLine]:
+    """Attribute every line of ``path`` at ``commit_id`` to the changeset that introduced it.
+
+    Walks the first-parent chain. Where the file's blob is unchanged from the parent, the
+    lines pass to the parent without a diff; otherwise parent and child are matched with
+    patience diff and unmatched child lines belong to the child. A line still unattributed
+    where the file did not exist in the parent (created, or re-created after a delete), or at
+    the root, belongs to that changeset. Binary files are blamed by ``\\n``-separated lines,
+    as git does.
+
+    Raises ``InvalidObjectId``, ``UnsafePath``, ``ObjectMissing``, ``WrongObjectType`` (not
+    a commit, or ``path`` is a directory or submodule) and ``PathNotFound``.
+    """
+    segments = split_path(path)
+    commit = store.read_commit(check_object_id(commit_id))
+    entry = lookup_segments(store, commit.tree, segments)
+    if entry is None:
+        raise PathNotFound(f"no such file at {commit_id}: {path}")
+    if entry.mode in _NOT_A_FILE:
+        raise WrongObjectType(f"not a file at {commit_id}: {path}")
+    lines = split_lines(store.read_blob(entry.id))
+    owners: list[ObjectId] = [""] * len(lines)
+    # The unattributed lines: their index in the version being examined (``positions``) and
+    # in the blamed version (``targets``), both ascending.
+    positions = list(range(len(lines)))
+    targets = list(range(len(lines)))
+    current_id, current, blob_id, current_lines = commit_id, commit, entry.id, lines
+    while targets and current.parents:
+        parent_id = current.parents[0]
+        parent = store.read_commit(parent_id)
+        parent_entry = lookup_segments(store, parent.tree, segments)
+        if parent_entry is None or parent_entry.mode in _NOT_A_FILE:
+            break
+        if parent_entry.id != blob_id:
+            parent_lines = split_lines(store.read_blob(parent_entry.id))
+            to_parent = _match_lines(parent_lines, current_lines)
+            kept_positions: list[int] = []
+            kept_targets: list[int] = []
+            for position, target in zip(positions, targets):
+                old = to_parent[position]
+                if old < 0:
+                    owners[target] = current_id
+                else:
+                    kept_positions.append(old)
+                    kept_targets.append(target)
+            positions, targets = kept_positions, kept_targets
+            blob_id, current_lines = parent_entry.id, parent_lines
+        current_id, current = parent_id, parent
+    for target in targets:
+        owners[target] = current_id
+    return [
+        BlameLine(number, owner, _line_text(line))
+        for number, (owner, line) in enumerate(zip(owners, lines), start=1)
+    ]
+
+
+def _match_lines(old: list[bytes], new: list[bytes]) -> list[int]:
+    """For each line of ``new``, the index of the ``old`` line it continues, or -1 if new."""
+    to_old = [-1] * len(new)
+    for a, b, size in PatienceSequenceMatcher(None, old, new).get_matching_blocks():
+        to_old[b : b + size] = range(a, a + size)
+    return to_old
+
+
+def _line_text(line: bytes) -> str:
+    # Only "\n" ends a line (as in git), so a "\r" before it is content and stays.
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return line.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------- log
+
+
+def iter_log(store: ObjectStore, rev: ObjectId, path: str | None = None) -> Iterator[ObjectId]:
+    """Yield, newest first, the changesets ``git log rev -- path`` shows (all, without a path).
+
+    The walk is git's: a queue ordered by committer time, newest first, where commits with
+    equal times leave in the order they entered; each commit enters once, when the first of
+    its children to be popped names it. With a path, git's default history simplification
+    decides what is shown and which parents are followed, comparing the entry at ``path``
+    (mode and id; absent counts as a value) with each parent's:
+
+    * a root commit is shown if the path exists in it;
+    * a commit with parents is hidden if its entry equals a parent's entry, and then only the
+      first such parent is followed (a merge that took the path unchanged from one side does
+      not drag the other side's history in); otherwise it is shown and all parents followed.
+
+    Lazy: stopping early costs only the commits walked so far.
+    """
+    segments = split_path(path) if path is not None else None
+    start = store.read_commit(check_object_id(rev))
+    queue: list[tuple[int, int, ObjectId]] = [(-start.committer.time, 0, rev)]
+    ticket = 1
+    seen = {rev}
+    # The entry at ``path`` per commit: a commit is compared once as a child and once per
+    # child as a parent, but looked up only once.
+    entries: dict[ObjectId, Entry | None] = {}
+
+    def entry_at(oid: ObjectId, commit: Commit) -> Entry | None:
+        if oid in entries:
+            return entries[oid]
+        found = lookup_segments(store, commit.tree, segments) if segments is not None else None
+        entries[oid] = found
+        return found
+
+    while queue:
+        oid = heapq.heappop(queue)[2]
+        commit = store.read_commit(oid)
+        parents = commit.parents
+        shown = True
+        if segments is not None:
+            mine = entry_at(oid, commit)
+            entries.pop(oid, None)  # no other child will ask: each commit is popped once
+            if not parents:
+                shown = mine is not None
+            else:
+                for parent in parents:
+                    if entry_at(parent, store.read_commit(parent)) == mine:
+                        parents = (parent,)
+                        shown = False
+                        break
+        for parent in parents:
+            if parent not in seen:
+                seen.add(parent)
+                heapq.heappush(queue, (-store.read_commit(parent).committer.time, ticket, parent))
+                ticket += 1
+        if shown:
+            yield oid
+
+
+def log(
+    store: ObjectStore,
+    rev: ObjectId,
+    path: str | None = None,
+    *,
+    limit: int | None = None,
+    skip: int = 0,
+) -> list[ObjectId]:
+    """The changesets ``git log --skip=SKIP -n LIMIT rev -- path`` lists, newest first.
+
+    ``limit`` None means no limit. Raises ``InvalidObjectId``, ``UnsafePath``,
+    ``ObjectMissing``, ``WrongObjectType`` and ``InvalidInput`` (negative limit or skip).
+    A path that never existed gives ``[]``; one that was deleted still has its history.
+    """
+    if skip < 0 or (limit is not None and limit < 0):
+        raise InvalidInput(f"limit and skip must not be negative (limit={limit}, skip={skip})")
+    stop = None if limit is None else skip + limit
+    return list(islice(iter_log(store, rev, path), skip, stop))
+
+
+class LogPage(NamedTuple):
+    """One page of a log and the cursor of the next page (None on the last page)."""
+
+    changesets: list[ObjectId]
+    next: str | None
+
+
+def log_page(
+    store: ObjectStore,
+    rev: ObjectId,
+    path: str | None = None,
+    *,
+    limit: int,
+    cursor: str | None = None,
+) -> LogPage:
+    """A page of :func:`log` with an opaque cursor, stable while the stream moves on.
+
+    The cursor is ``"<start commit id>+<offset>"`` (GitHub's ``after=`` form). It pins the
+    commit the first page started from, so when the caller passes a stream's new head as
+    ``rev`` for page two, the pages still continue the first walk: no duplicates, no gap.
+    With a cursor, ``rev`` is therefore ignored. Resuming re-walks the ``offset`` results
+    before the page (git's walk state — queue and seen set — is too large for a cursor, and a
+    queue without its seen set would list commits twice after equal-time merges), so a page
+    costs what the history up to its end costs. Raises ``InvalidInput`` for a malformed
+    cursor or a limit below 1, and whatever :func:`log` raises.
+    """
+    if limit < 1:
+        raise InvalidInput(f"limit must be at least 1, not {limit}")
+    start, offset = (check_object_id(rev), 0) if cursor is None else _parse_cursor(cursor)
+    found = list(islice(iter_log(store, start, path), offset, offset + limit + 1))
+    if len(found) > limit:
+        return LogPage(found[:limit], f"{start}+{offset + limit}")
+    return LogPage(found, None)
+
+
+def _parse_cursor(cursor: str) -> tuple[ObjectId, int]:
+    start, plus, offset = cursor.partition("+")
+    if not plus or not offset.isdigit() or not offset.isascii():
+        raise InvalidInput(f"malformed log cursor: {cursor!r}")
+    return check_object_id(start), int(offset)

@@ -1,0 +1,319 @@
+"""Three-way merge: of text (line level) and of trees (rename-aware, along changed paths only).
+
+A merge never resolves a disagreement silently. When both sides change one path in ways that
+cannot be combined, the result carries a :class:`Conflict` for that path and no tree; nothing is
+written to the store. The conflict kinds:
+
+=================  =============================================================================
+``content``        both sides changed the same lines of a text file (or a symlink differently)
+``add/add``        both sides created the same path with different content
+``modify/delete``  one side changed a file the other deleted
+``rename/rename``  both sides renamed one file to different paths
+``rename/delete``  one side renamed a file the other deleted
+``binary``         both sides changed a binary file differently
+``mode``           both sides changed a file's mode differently
+``file/directory`` one side puts a file where the other puts a directory
+=================  =============================================================================
+
+The tree merge works from the two change lists (base→ours, base→theirs), with renames detected
+on each; identical subtrees are never opened, so its cost follows the change, not the repository.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import merge3
+import patiencediff
+
+from .changeset import apply_changes
+from .objects import BLOB, MODE_TREE, Entry, ObjectId, is_binary, split_lines
+from .renames import FileChange, detect_renames
+from .store import ObjectBatch
+from .trees import diff_trees, lookup
+
+CONTENT = "content"
+ADD_ADD = "add/add"
+MODIFY_DELETE = "modify/delete"
+RENAME_RENAME = "rename/rename"
+RENAME_DELETE = "rename/delete"
+BINARY = "binary"
+MODE = "mode"
+FILE_DIRECTORY = "file/directory"
+
+_FORMAT_MASK = 0o170000  # the file-type bits of a mode: regular file, symlink, gitlink
+_REGULAR = 0o100000
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One path that could not be merged, with its kind and, for renames, where it came from."""
+
+    path: str
+    kind: str
+    old_path: str | None = None
+
+    def as_dict(self) -> dict:
+        data = {"path": self.path, "kind": self.kind}
+        if self.old_path is not None:
+            data["old_path"] = self.old_path
+        return data
+
+
+@dataclass
+class TreeMerge:
+    """The result of :func:`merge_trees`: a tree when clean, else the conflicts (and no tree)."""
+
+    tree: ObjectId | None
+    conflicts: list[Conflict] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.conflicts
+
+
+# --------------------------------------------------------------------------- text
+
+
+@dataclass(frozen=True)
+class TextMerge:
+    """A merged text; ``conflicted`` when it holds conflict markers."""
+
+    content: bytes
+    conflicted: bool
+
+
+def merge_text(
+    base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs")
+) -> TextMerge:
+    """Line-level three-way merge. Conflicting regions get git-style markers in ``content``."""
+    m3 = merge3.Merge3(
+        split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=patiencediff.PatienceSequenceMatcher
+    )
+    out: list[bytes] = []
+    conflicted = False
+    for region in m3.merge_regions():
+        kind = region[0]
+        if kind == "unchanged":
+            out.extend(m3.base[region[1] : region[2]])
+        elif kind in ("a", "same"):
+            out.extend(m3.a[region[1] : region[2]])
+        elif kind == "b":
+            out.extend(m3.b[region[1] : region[2]])
+        else:  # conflict
+            conflicted = True
+            _, _, _, a_start, a_end, b_start, b_end = region
+            out.append(b"<<<<<<< " + labels[0].encode() + b"\n")
+            out.extend(_terminated(m3.a[a_start:a_end]))
+            out.append(b"=======\n")
+            out.extend(_terminated(m3.b[b_start:b_end]))
+            out.append(b">>>>>>> " + labels[1].encode() + b"\n")
+    return TextMerge(b"".join(out), conflicted)
+
+
+def _terminated(lines: Sequence[bytes]) -> list[bytes]:
+    """Lines inside conflict markers must end in a newline or the marker joins the last line."""
+    if lines and not lines[-1].endswith(b"\n"):
+        return [*lines[:-1], lines[-1] + b"\n"]
+    return list(lines)
+
+
+# --------------------------------------------------------------------------- trees
+
+
+class _Side:
+    """One side's changes against the base, indexed for the merge."""
+
+    def __init__(self, changes: list[FileChange]) -> None:
+        #: base path -> change (modified, deleted, or renamed away from that path)
+        self.by_base: dict[str, FileChange] = {}
+        #: new path -> change (added here, or the destination of a rename)
+        self.created: dict[str, FileChange] = {}
+        for change in changes:
+            if change.status == "added":
+                self.created[change.path] = change
+            elif change.status == "renamed":
+                self.by_base[change.old_path] = change
+                self.created[change.path] = change
+            else:
+                self.by_base[change.path] = change
+
+    def outcome(self, base_path: str, base_entry: Entry) -> tuple[str | None, Entry | None]:
+        """Where the base file ends up on this side, and as what (``None`` path: deleted)."""
+        change = self.by_base.get(base_path)
+        if change is None:
+            return base_path, base_entry
+        if change.status == "deleted":
+            return None, None
+        return change.path, change.new
+
+
+def merge_trees(
+    batch: ObjectBatch,
+    base: ObjectId | None,
+    ours: ObjectId,
+    theirs: ObjectId,
+    *,
+    labels: tuple[str, str] = ("ours", "theirs"),
+    favor_ours: bool = False,
+) -> TreeMerge:
+    """Merge two trees against their base; new objects go into ``batch`` (not yet flushed).
+
+    ``favor_ours`` builds a *virtual* merge base (for criss-cross histories): conflicting text
+    keeps its markers and other conflicts take our side, so the result is always a tree.
+    """
+    if ours == theirs or base == theirs:
+        return TreeMerge(ours)
+    if base == ours:
+        return TreeMerge(theirs)
+    ours_side = _Side(detect_renames(batch, diff_trees(batch, base, ours)))
+    theirs_side = _Side(detect_renames(batch, diff_trees(batch, base, theirs)))
+    return _TreeMerger(batch, base, labels, favor_ours).run(ours_side, theirs_side)
+
+
+class _TreeMerger:
+    """The state of one tree merge: the result's changes against the base, and the conflicts."""
+
+    def __init__(self, batch: ObjectBatch, base: ObjectId | None, labels: tuple[str, str], favor_ours: bool) -> None:
+        self.batch = batch
+        self.base = base
+        self.labels = labels
+        self.favor_ours = favor_ours
+        self.changes: dict[str, Entry | None] = {}  # result path -> entry (None: removed)
+        self.created: dict[str, Entry] = {}  # files created at new paths (adds, rename targets)
+        self.conflicts: list[Conflict] = []
+
+    def conflict(self, path: str, kind: str, old_path: str | None = None) -> None:
+        if not any(c.path == path and c.kind == kind for c in self.conflicts):
+            self.conflicts.append(Conflict(path, kind, old_path))
+
+    def run(self, ours: _Side, theirs: _Side) -> TreeMerge:
+        for base_path in sorted(set(ours.by_base) | set(theirs.by_base)):
+            self.merge_base_path(base_path, ours, theirs)
+        for side in (ours, theirs):
+            for path, change in side.created.items():
+                if change.status == "added":
+                    self.place(path, change.new)
+        self.check_file_directory()
+        if self.conflicts and not self.favor_ours:
+            return TreeMerge(None, sorted(self.conflicts, key=lambda c: (c.path, c.kind)))
+        return TreeMerge(apply_changes(self.batch, self.base, self.changes))
+
+    def merge_base_path(self, base_path: str, ours: _Side, theirs: _Side) -> None:
+        """Decide where a file of the base ends up and with what content."""
+        change = ours.by_base.get(base_path) or theirs.by_base[base_path]
+        base_entry = change.old
+        our_path, our_entry = ours.outcome(base_path, base_entry)
+        their_path, their_entry = theirs.outcome(base_path, base_entry)
+
+        if our_path is None and their_path is None:
+            self.changes[base_path] = None
+            return
+        if our_path is None or their_path is None:
+            kept_path, kept_entry = (their_path, their_entry) if our_path is None else (our_path, our_entry)
+            if kept_path == base_path and kept_entry == base_entry:
+                self.changes[base_path] = None  # deleted on one side, untouched on the other
+            elif self.favor_ours:
+                self.changes[base_path] = our_entry
+            elif kept_path == base_path:
+                self.conflict(base_path, MODIFY_DELETE)
+            else:
+                self.conflict(kept_path, RENAME_DELETE, base_path)
+            return
+        if our_path != their_path and base_path not in (our_path, their_path):
+            if not self.favor_ours:
+                self.conflict(our_path, RENAME_RENAME, base_path)
+                self.conflict(their_path, RENAME_RENAME, base_path)
+                return
+            their_path = our_path
+        destination = their_path if our_path == base_path else our_path
+        merged = self.merge_entries(destination, base_entry, our_entry, their_entry)
+        if destination == base_path:
+            if merged is not None:
+                self.changes[base_path] = merged
+            return
+        self.changes.setdefault(base_path, None)
+        if merged is not None:
+            self.place(destination, merged)
+
+    def place(self, path: str, entry: Entry) -> None:
+        """Put a file at a path the base did not use for it (an add or a rename destination)."""
+        previous = self.created.get(path)
+        if previous is not None:
+            if previous != entry and not self.favor_ours:
+                self.conflict(path, ADD_ADD)
+            return
+        base_entry = lookup(self.batch, self.base, path)
+        if base_entry is not None and base_entry.mode != MODE_TREE and self.changes.get(path, base_entry) is not None:
+            # Placed onto a file of the base that is still there.
+            if not self.favor_ours:
+                self.conflict(path, ADD_ADD)
+                return
+        self.created[path] = entry
+        self.changes[path] = entry
+
+    def merge_entries(self, path: str, base: Entry, ours: Entry, theirs: Entry) -> Entry | None:
+        """Combine one file's two versions; None (with a conflict recorded) when they disagree."""
+        if ours == theirs or theirs == base:
+            return ours
+        if ours == base:
+            return theirs
+        if ours.mode == base.mode or ours.mode == theirs.mode:
+            mode = theirs.mode
+        elif theirs.mode == base.mode:
+            mode = ours.mode
+        elif self.favor_ours:
+            mode = ours.mode
+        else:
+            self.conflict(path, MODE)
+            return None
+        if ours.id == theirs.id or theirs.id == base.id:
+            return Entry(mode, ours.id)
+        if ours.id == base.id:
+            return Entry(mode, theirs.id)
+        # Both sides changed the content.
+        if (ours.mode & _FORMAT_MASK) != _REGULAR or (theirs.mode & _FORMAT_MASK) != _REGULAR:
+            return self.refuse(path, CONTENT, ours)  # symlinks and gitlinks have no lines to merge
+        texts = [self.batch.read_blob(oid) for oid in (base.id, ours.id, theirs.id)]
+        if any(is_binary(text) for text in texts):
+            return self.refuse(path, BINARY, ours)
+        result = merge_text(*texts, labels=self.labels)
+        if result.conflicted and not self.favor_ours:
+            self.conflict(path, CONTENT)
+            return None
+        return Entry(mode, self.batch.add(BLOB, result.content))
+
+    def refuse(self, path: str, kind: str, ours: Entry) -> Entry | None:
+        if self.favor_ours:
+            return ours
+        self.conflict(path, kind)
+        return None
+
+    def check_file_directory(self) -> None:
+        """A file in the result may not sit where the result also has a directory."""
+        written = {path for path, entry in self.changes.items() if entry is not None}
+        for path in sorted(written):
+            parts = path.split("/")
+            for depth in range(1, len(parts)):
+                prefix = "/".join(parts[:depth])
+                if prefix in written:
+                    self.file_directory(prefix)
+                    break
+                if prefix in self.changes:
+                    continue  # removed in the result
+                entry = lookup(self.batch, self.base, prefix)
+                if entry is None:
+                    break
+                if entry.mode != MODE_TREE:
+                    self.file_directory(prefix)
+                    break
+            base_entry = lookup(self.batch, self.base, path)
+            if base_entry is not None and base_entry.mode == MODE_TREE:
+                self.file_directory(path)
+
+    def file_directory(self, path: str) -> None:
+        if self.favor_ours:
+            self.changes.pop(path, None)
+        else:
+            self.conflict(path, FILE_DIRECTORY)

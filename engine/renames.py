@@ -1,0 +1,151 @@
+"""Rename detection from change lists: exact by blob id, then by content similarity (git's 50 %).
+
+It works from the added and deleted files of a diff only, never from whole trees, so its cost
+follows the change. Similarity is git's (diffcore-delta): content is cut into chunks that end
+at a newline or after 64 bytes; the score is the bytes of chunks both files share over the size
+of the larger file. Candidate pairs are found through an index of chunk hashes, so a source is
+only compared with the destinations it shares content with.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import NamedTuple, Sequence
+
+from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
+from .trees import Change, TreeReader, diff_trees
+
+#: git's default minimum similarity for a rename (``-M50%``).
+DEFAULT_THRESHOLD = 50
+#: Above this many sources × destinations only exact renames are detected (git's rename limit).
+SIMILARITY_PAIR_LIMIT = 1000 * 1000
+_CHUNK = 64
+
+
+class FileChange(NamedTuple):
+    """A file's change with renames resolved: status added | modified | deleted | renamed."""
+
+    status: str
+    path: str
+    old_path: str | None
+    old: Entry | None
+    new: Entry | None
+    similarity: int | None = None
+
+
+def diff_with_renames(
+    store: TreeReader, old_tree: ObjectId | None, new_tree: ObjectId | None, *, threshold: int = DEFAULT_THRESHOLD
+) -> list[FileChange]:
+    """``diff_trees`` followed by :func:`detect_renames`: what ``git diff-tree -r -M`` reports."""
+    return detect_renames(store, diff_trees(store, old_tree, new_tree), threshold=threshold)
+
+
+def detect_renames(
+    store: TreeReader, changes: Sequence[Change], *, threshold: int = DEFAULT_THRESHOLD
+) -> list[FileChange]:
+    """Pair deleted with added files: identical blobs first, then similar content.
+
+    Returns every change as a :class:`FileChange`, sorted by (new) path; a pair becomes one
+    ``renamed`` entry whose ``similarity`` is a percentage (100 for an exact rename).
+    """
+    deleted = [c for c in changes if c.new is None and _renamable(c.old)]
+    added = [c for c in changes if c.old is None and _renamable(c.new)]
+    pairs: dict[str, tuple[Change, int]] = {}  # added path -> (deleted change, similarity)
+    if deleted and added:
+        used = _exact(deleted, added, pairs)
+        rest_deleted = [c for c in deleted if c.path not in used]
+        rest_added = [c for c in added if c.path not in pairs]
+        if rest_deleted and rest_added and len(rest_deleted) * len(rest_added) <= SIMILARITY_PAIR_LIMIT:
+            _similar(store, rest_deleted, rest_added, threshold, pairs)
+    renamed_from = {source.path for source, _ in pairs.values()}
+    out: list[FileChange] = []
+    for change in changes:
+        if change.new is None and change.path in renamed_from:
+            continue
+        if change.old is None and change.path in pairs:
+            source, score = pairs[change.path]
+            out.append(FileChange("renamed", change.path, source.path, source.old, change.new, score))
+        else:
+            out.append(FileChange(change.status, change.path, None, change.old, change.new))
+    out.sort(key=lambda fc: fc.path)
+    return out
+
+
+def _renamable(entry: Entry | None) -> bool:
+    return entry is not None and entry.mode not in (MODE_TREE, MODE_GITLINK)
+
+
+def _basename(path: str) -> str:
+    return path.rpartition("/")[2]
+
+
+def _exact(deleted: list[Change], added: list[Change], pairs: dict[str, tuple[Change, int]]) -> set[str]:
+    """Pair identical blobs; among several candidates prefer the same file name (as git does)."""
+    by_blob: dict[ObjectId, list[Change]] = defaultdict(list)
+    for change in deleted:
+        by_blob[change.old.id].append(change)
+    used: set[str] = set()
+    for change in added:
+        candidates = [c for c in by_blob.get(change.new.id, ()) if c.path not in used]
+        if not candidates:
+            continue
+        name = _basename(change.path)
+        source = next((c for c in candidates if _basename(c.path) == name), candidates[0])
+        used.add(source.path)
+        pairs[change.path] = (source, 100)
+    return used
+
+
+def chunk_signature(data: bytes) -> tuple[dict[int, int], int]:
+    """``{chunk hash: bytes}`` and the total size, content cut as git's diffcore-delta cuts it."""
+    counts: dict[int, int] = defaultdict(int)
+    for line in split_lines(data):
+        for start in range(0, len(line), _CHUNK):
+            chunk = line[start : start + _CHUNK]
+            counts[hash(chunk)] += len(chunk)
+    return counts, len(data)
+
+
+def similarity(a: bytes, b: bytes) -> int:
+    """Percentage similarity of two contents by git's measure."""
+    sig_a, size_a = chunk_signature(a)
+    sig_b, size_b = chunk_signature(b)
+    largest = max(size_a, size_b)
+    if largest == 0:
+        return 100
+    shared = sum(min(n, sig_b.get(h, 0)) for h, n in sig_a.items())
+    return shared * 100 // largest
+
+
+def _similar(
+    store: TreeReader, deleted: list[Change], added: list[Change], threshold: int, pairs: dict[str, tuple[Change, int]]
+) -> None:
+    """Score candidate pairs through an inverted chunk index; assign the best scores first."""
+    sizes: list[int] = []
+    index: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for d, change in enumerate(added):
+        signature, size = chunk_signature(store.read_blob(change.new.id))
+        sizes.append(size)
+        for h, n in signature.items():
+            index[h].append((d, n))
+    candidates: list[tuple[int, int, int]] = []
+    for s, change in enumerate(deleted):
+        signature, size = chunk_signature(store.read_blob(change.old.id))
+        shared: dict[int, int] = defaultdict(int)
+        for h, n in signature.items():
+            for d, m in index.get(h, ()):
+                shared[d] += n if n < m else m
+        for d, common in shared.items():
+            largest = max(size, sizes[d])
+            score = common * 100 // largest if largest else 100
+            if score >= threshold:
+                candidates.append((-score, s, d))  # best score first, then source/destination order
+    candidates.sort()
+    used_sources: set[int] = set()
+    used_destinations: set[int] = set()
+    for negative_score, s, d in candidates:
+        if s in used_sources or d in used_destinations:
+            continue
+        used_sources.add(s)
+        used_destinations.add(d)
+        pairs[added[d].path] = (deleted[s], -negative_score)

@@ -1,0 +1,1 @@
+"""The AgentGit Django app: repositories, streams, proposals and their admin."""

@@ -1,0 +1,88 @@
+"""Fixtures for engine tests: no database, no Django — just stores and one-line builders."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from engine.changeset import Delete, Rename, Write, create_changeset
+from engine.objects import BLOB, ObjectId, Signature
+from engine.store import DiskStore, MemoryStore, ObjectStore
+
+BASE_TIME = 1_700_000_000
+
+
+def signature(tick: int = 0) -> Signature:
+    """A fixed author whose time advances by ``tick`` seconds (distinct times order git's log)."""
+    return Signature("Agent", "agent@example.com", BASE_TIME + tick)
+
+
+@pytest.fixture(params=["memory", "disk"])
+def store(request, tmp_path) -> ObjectStore:
+    """Every contract test runs against both store implementations."""
+    if request.param == "memory":
+        return MemoryStore()
+    return DiskStore(tmp_path / "repo.git")
+
+
+@pytest.fixture
+def disk_store(tmp_path) -> DiskStore:
+    return DiskStore(tmp_path / "repo.git")
+
+
+class Builder:
+    """Write changesets from plain dicts: ``commit({"a.txt": "x\\n"}, parent=c1)``.
+
+    A value of ``None`` deletes the path; ``renames`` maps old path to new path.
+    """
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self.tick = 0
+
+    def commit(
+        self,
+        files: dict[str, str | bytes | None] | None = None,
+        *,
+        parent: ObjectId | None = None,
+        renames: dict[str, str] | None = None,
+        message: str = "change",
+    ) -> ObjectId:
+        ops = []
+        for path, content in (files or {}).items():
+            if content is None:
+                ops.append(Delete(path))
+            else:
+                data = content.encode() if isinstance(content, str) else content
+                ops.append(Write(path, self.store.add(BLOB, data)))
+        for source, target in (renames or {}).items():
+            ops.append(Rename(source, target))
+        self.tick += 1
+        return create_changeset(self.store, parent, ops, message=message, author=signature(self.tick))
+
+    def read(self, commit: ObjectId, path: str) -> bytes | None:
+        from engine.trees import lookup
+
+        entry = lookup(self.store, self.store.read_commit(commit).tree, path)
+        return None if entry is None else self.store.read_blob(entry.id)
+
+    def files(self, commit: ObjectId) -> dict[str, bytes]:
+        from engine.trees import iter_files
+
+        tree = self.store.read_commit(commit).tree
+        return {path: self.store.read_blob(entry.id) for path, entry in iter_files(self.store, tree)}
+
+
+@pytest.fixture
+def build(store) -> Builder:
+    return Builder(store)
+
+
+def git(repo: Path | str, *args: str, input: bytes | None = None) -> str:
+    """Run the real git binary in ``repo``; fail the test with git's message if it fails."""
+    result = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True)
+    if result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr.decode(errors='replace')}")
+    return result.stdout.decode()

@@ -1,0 +1,90 @@
+"""The object store contract, run against the memory and the disk store alike."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
+from engine.objects import BLOB, TREE, Entry, MODE_FILE, Tree, check_object_id, hash_object
+from engine.store import PACK_THRESHOLD, DiskStore, MemoryStore
+
+from .conftest import git
+
+HELLO_ID = "ce013625030ba8dba906f756967f9e9ca394464a"  # git hash-object of "hello\n"
+
+
+def test_an_object_reads_back_under_gits_id(store):
+    assert store.add(BLOB, b"hello\n") == HELLO_ID
+    assert store.read(HELLO_ID) == (BLOB, b"hello\n")
+    assert store.contains(HELLO_ID)
+
+
+def test_a_missing_object_is_an_error_not_a_none(store):
+    with pytest.raises(ObjectMissing) as caught:
+        store.read("0" * 40)
+    assert caught.value.code == "object_missing"
+    assert not store.contains("0" * 40)
+
+
+def test_reading_a_blob_as_a_tree_is_refused(store):
+    oid = store.add(BLOB, b"not a tree")
+    with pytest.raises(WrongObjectType):
+        store.read_tree(oid)
+
+
+def test_a_batch_is_stored_whole_and_in_order(store):
+    contents = [b"file %d\n" % i for i in range(PACK_THRESHOLD * 4)] + [b"file 1\n"]
+    ids = store.add_many((BLOB, data) for data in contents)
+    assert ids == [hash_object(BLOB, data) for data in contents]
+    assert [store.read_blob(oid) for oid in ids] == contents
+
+
+def test_trees_round_trip_and_stay_correct_when_the_cache_evicts():
+    store = MemoryStore(tree_cache_entries=3)
+    blob = store.add(BLOB, b"x")
+    trees = [store.add_tree(Tree({f"f{i}": Entry(MODE_FILE, blob), "g": Entry(MODE_FILE, blob)})) for i in range(10)]
+    for i, oid in enumerate(trees):
+        assert set(store.read_tree(oid)) == {f"f{i}", "g"}
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "G" * 40, "A" * 40, "0" * 39, None, 7])
+def test_malformed_ids_are_refused_with_a_stable_code(bad):
+    with pytest.raises(InvalidObjectId) as caught:
+        check_object_id(bad)
+    assert caught.value.code == "invalid_id"
+
+
+def test_disk_batches_are_one_pack_that_git_reads_and_fsck_accepts(disk_store):
+    pack_dir = os.path.join(disk_store.path, "objects", "pack")
+    ids = disk_store.add_many((BLOB, b"blob %d\n" % i) for i in range(100))
+    packs = sorted(os.listdir(pack_dir))
+    assert [name.rsplit(".", 1)[1] for name in packs] == ["idx", "pack"]
+    assert git(disk_store.path, "cat-file", "-p", ids[42]) == "blob 42\n"
+    git(disk_store.path, "fsck", "--strict")
+
+
+def test_disk_single_objects_are_loose_files_and_leave_no_temporaries(disk_store):
+    oid = disk_store.add(BLOB, b"hello\n")
+    objects = os.path.join(disk_store.path, "objects")
+    assert os.path.isfile(os.path.join(objects, oid[:2], oid[2:]))
+    leftovers = [name for _, _, names in os.walk(objects) for name in names if name.startswith("tmp_")]
+    assert leftovers == []
+    assert git(disk_store.path, "cat-file", "-t", oid) == "blob\n"
+
+
+def test_a_second_store_on_the_same_repository_sees_new_packs(disk_store):
+    reader = DiskStore(disk_store.path)
+    assert not reader.contains(HELLO_ID)
+    ids = disk_store.add_many((BLOB, b"%d\n" % i) for i in range(PACK_THRESHOLD))
+    disk_store.add(BLOB, b"hello\n")
+    assert reader.contains(ids[-1]) and reader.read_blob(HELLO_ID) == b"hello\n"
+
+
+def test_objects_written_by_git_are_readable(disk_store):
+    oid = git(disk_store.path, "hash-object", "-w", "--stdin", input=b"from git\n").strip()
+    assert disk_store.read_blob(oid) == b"from git\n"
+    tree = git(disk_store.path, "mktree", input=f"100644 blob {oid}\tname.txt\n".encode()).strip()
+    assert disk_store.read_tree(tree) == {"name.txt": Entry(MODE_FILE, oid)}
+    assert disk_store.read(tree)[0] == TREE
