@@ -85,14 +85,16 @@ def _exact(deleted: list[Change], added: list[Change], pairs: dict[str, tuple[Ch
     for change in deleted:
         by_blob[change.old.id].append(change)
     used: set[str] = set()
-    for change in added:
-        candidates = [c for c in by_blob.get(change.new.id, ()) if c.path not in used]
-        if not candidates:
-            continue
-        name = _basename(change.path)
-        source = next((c for c in candidates if _basename(c.path) == name), candidates[0])
-        used.add(source.path)
-        pairs[change.path] = (source, 100)
+    for same_name_only in (True, False):
+        for change in added:
+            if change.path in pairs:
+                continue
+            name = _basename(change.path)
+            for source in by_blob.get(change.new.id, ()):
+                if source.path not in used and (not same_name_only or _basename(source.path) == name):
+                    used.add(source.path)
+                    pairs[change.path] = (source, 100)
+                    break
     return used
 
 
