@@ -26,7 +26,7 @@ clean:
 setup: git $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 
-# The engine shells out to git for pack work (DESIGN.md, decision 3).
+# git serves clones and pushes (DESIGN.md, decision 3) and is the oracle of the engine tests.
 git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }

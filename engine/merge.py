@@ -17,6 +17,11 @@ written to the store. The conflict kinds:
 
 The tree merge works from the two change lists (base→ours, base→theirs), with renames detected
 on each; identical subtrees are never opened, so its cost follows the change, not the repository.
+
+Differences from git's ``ort`` merge, on purpose: directory renames are not inferred (a file one
+side adds to a directory the other side moved stays where its author put it, as with git's
+``merge.directoryRenames=false``), and a rename onto a path the other side added is a conflict
+even where git resolves it with an inner merge that leaves conflict markers in a "clean" file.
 """
 
 from __future__ import annotations
@@ -223,6 +228,8 @@ class _TreeMerger:
             return
         if our_path != their_path and base_path not in (our_path, their_path):
             if not self.favor_ours:
+                # Like git, name the source and both destinations: all three need a decision.
+                self.conflict(base_path, RENAME_RENAME)
                 self.conflict(our_path, RENAME_RENAME, base_path)
                 self.conflict(their_path, RENAME_RENAME, base_path)
                 return

@@ -109,13 +109,12 @@ def diff_trees(store: TreeReader, old: ObjectId | None, new: ObjectId | None) ->
 def _diff_into(store: TreeReader, old: ObjectId | None, new: ObjectId | None, prefix: str, out: list[Change]) -> None:
     old_tree = store.read_tree(old) if old else {}
     new_tree = store.read_tree(new) if new else {}
-    names = set(old_tree)
-    names.update(new_tree)
-    for name in sorted(names, key=lambda n: _git_order(n, new_tree, old_tree)):
+    # Only the names whose entries differ are sorted and visited: a directory of 100 entries
+    # with one change costs one set operation in C, not 100 steps in Python.
+    changed = {name for name, _ in old_tree.items() ^ new_tree.items()}
+    for name in sorted(changed, key=lambda n: _git_order(n, new_tree, old_tree)):
         a = old_tree.get(name)
         b = new_tree.get(name)
-        if a == b:
-            continue
         path = prefix + name
         a_dir = a is not None and a.mode == MODE_TREE
         b_dir = b is not None and b.mode == MODE_TREE

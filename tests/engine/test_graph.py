@@ -9,9 +9,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.changeset import apply_changes, create_commit
-from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
+from engine.errors import CorruptObject, InvalidObjectId, ObjectMissing, WrongObjectType
 from engine.graph import generation, graph_node, is_ancestor, merge_bases
-from engine.objects import BLOB, COMMIT, EMPTY_TREE_ID, MODE_FILE, TREE, Commit, Entry, ObjectId, Signature
+from engine.objects import (
+    BLOB,
+    COMMIT,
+    EMPTY_TREE_ID,
+    MODE_FILE,
+    TREE,
+    Commit,
+    Entry,
+    ObjectId,
+    Signature,
+    hash_object,
+)
 from engine.store import MemoryStore, ObjectBatch, ObjectStore
 
 BASE_TIME = 1_700_000_000
@@ -82,6 +93,28 @@ def test_generations_are_memoized_so_a_second_question_reads_no_commit(store, mo
     assert reads == []
 
 
+def test_graph_reads_signed_commits_and_ignores_look_alikes_in_the_message(store):
+    (root,) = build_history(store, [[]])
+    raw = (
+        f"tree {EMPTY_TREE_ID}\nparent {root}\n"
+        "author A <a@example.com> 1 +0000\n"
+        "committer C <c@example.com> 1700000123 -0130\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\n \n committer X <x@x> 9 +0000\n -----END PGP SIGNATURE-----\n"
+        "\nmessage\ncommitter X <x@example.com> 5 +0000\n"
+    ).encode()
+    store.add_many([(TREE, b"")])
+    signed = store.add(COMMIT, raw)
+    assert graph_node(store, signed) == (2, (root,), 1_700_000_123)
+    assert graph_node(store, signed).time == store.read_commit(signed).committer.time
+
+
+def test_a_commit_with_a_corrupt_committer_line_is_reported(store):
+    raw = f"tree {EMPTY_TREE_ID}\nauthor A <a@x> 1 +0000\ncommitter C <c@x> soon +0000\n\nm\n".encode()
+    store.add_many([(TREE, b"")])
+    with pytest.raises(CorruptObject):
+        generation(store, store.add(COMMIT, raw))
+
+
 @pytest.fixture
 def long_linear(store) -> list[ObjectId]:
     """20 000 commits in one line, written as one batch (a pack on disk) to keep the test fast."""
@@ -89,8 +122,6 @@ def long_linear(store) -> list[ObjectId]:
     objects: list[tuple[str, bytes]] = [(TREE, b"")]
     ids: list[ObjectId] = []
     parent: tuple[ObjectId, ...] = ()
-    from engine.objects import hash_object
-
     for index in range(20_000):
         raw = Commit(EMPTY_TREE_ID, parent, who, who, f"{index}\n").encode()
         objects.append((COMMIT, raw))

@@ -180,6 +180,15 @@ def test_a_merge_that_took_the_file_from_a_side_shows_that_side_only(build):
     assert log(build.store, m, "f.txt") == [side, base]
 
 
+def test_a_merge_treesame_to_both_parents_follows_only_the_first(build):
+    base = build.commit({"f.txt": "base\n", "g.txt": "g\n"})
+    changed = build.commit({"f.txt": "changed\n"}, parent=base)
+    reverted = build.commit({"f.txt": "base\n"}, parent=changed)
+    main = build.commit({"g.txt": "main\n"}, parent=base)
+    m = merge(build, [main, reverted])
+    assert log(build.store, m, "f.txt") == [base]
+
+
 def test_a_merge_that_differs_from_every_parent_is_shown_with_both_sides(build):
     base = build.commit({"f.txt": "base\n"})
     main = build.commit({"f.txt": "main\n"}, parent=base)

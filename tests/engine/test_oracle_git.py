@@ -6,13 +6,15 @@ import os
 import subprocess
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from engine.changeset import Write, create_changeset
 from engine.integrate import Outcome, integrate
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_SYMLINK, Signature
+from engine.renames import similarity
 from engine.store import DiskStore
+from engine.trees import diff_trees
 
 from .conftest import Builder, git, signature
 
@@ -82,9 +84,13 @@ def test_git_fsck_strict_accepts_every_object_we_write(tmp_path):
 
 
 def _merge_tree(repo: str, ours: str, theirs: str) -> tuple[int, str, set[str]]:
-    """git merge-tree --write-tree: (exit status, tree id, conflicted paths)."""
+    """git merge-tree --write-tree: (exit status, tree id, conflicted paths).
+
+    Directory renames are not inferred by our merge (a new file stays where its author put it),
+    so git's directory-rename detection is turned off for the comparison.
+    """
     result = subprocess.run(
-        ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs],
+        ["git", "-c", "merge.directoryRenames=false", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs],
         cwd=repo,
         capture_output=True,
     )
@@ -150,12 +156,31 @@ def test_merges_give_the_same_tree_or_the_same_conflicted_paths_as_git_merge_tre
 def _assert_same_as_git(store: DiskStore, ours: str, theirs: str) -> None:
     status, git_tree, git_conflicts = _merge_tree(store.path, ours, theirs)
     result = integrate(store, ours, theirs, committer=signature(77))
-    if status == 0:
+    if status == 0 and result.outcome == Outcome.CONFLICT:
+        # git 2.39 calls some rename/add collisions clean while writing conflict markers into
+        # the file (an inner merge's 8-character markers). That is a silent merge; we must
+        # report those files as conflicts instead.
+        marked = _files_with_markers(store.path, git_tree)
+        assert marked and {c.path for c in result.conflicts} <= marked, (result.conflicts, marked)
+    elif status == 0:
         assert result.outcome == Outcome.MERGE, result.conflicts
         assert store.read_commit(result.head).tree == git_tree
     else:
         assert result.outcome == Outcome.CONFLICT
         assert {c.path for c in result.conflicts} == git_conflicts
+
+
+def _files_with_markers(repo: str, tree: str) -> set[str]:
+    marked = set()
+    for line in git(repo, "ls-tree", "-r", tree).splitlines():
+        meta, path = line.split("\t", 1)
+        if b"\n<<<<<<<" in b"\n" + git_bytes(repo, "cat-file", "blob", meta.split()[2]):
+            marked.add(path)
+    return marked
+
+
+def git_bytes(repo: str, *args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
 
 
 # Random histories: a fixed set of paths (no file/directory clashes) and a small line alphabet.
@@ -174,7 +199,24 @@ def test_random_merges_agree_with_git_merge_tree(tmp_path_factory, base_files, o
     base = build.commit(base_files)
     ours = build.commit(_valid(base_files, our_edit), parent=base, message="ours")
     theirs = build.commit(_valid(base_files, their_edit), parent=base, message="theirs")
+    # When two rename pairings score the same, git's choice follows its traversal order (and
+    # git diff-tree and git merge-tree choose differently); only unambiguous histories compare.
+    assume(not _ambiguous_renames(store, base, ours) and not _ambiguous_renames(store, base, theirs))
     _assert_same_as_git(store, ours, theirs)
+
+
+def _ambiguous_renames(store: DiskStore, old: str, new: str) -> bool:
+    changes = diff_trees(store, store.read_commit(old).tree, store.read_commit(new).tree)
+    deleted = [store.read_blob(c.old.id) for c in changes if c.new is None]
+    added = [store.read_blob(c.new.id) for c in changes if c.old is None]
+    scores = [[similarity(d, a) for a in added] for d in deleted]
+    for row in scores:
+        if max(row, default=0) >= 50 and row.count(max(row)) > 1:
+            return True
+    for column in zip(*scores):
+        if max(column) >= 50 and column.count(max(column)) > 1:
+            return True
+    return False
 
 
 def _valid(base_files: dict, edit: dict) -> dict:

@@ -1,0 +1,77 @@
+"""``manage.py agentgit_bench engine``: every row runs, measures, and is checked against git.
+
+The benchmark touches no database (its repositories are a MemoryStore or a DiskStore in a
+temporary directory), so these tests need no ``django_db`` mark. One small size keeps them fast.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from repos.benchmarks import engine_bench
+from repos.benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
+
+EXPECTED_KEYS = {"operation", "files", "median_ms", "min_ms", "max_ms", "samples", "git_median_ms"}
+
+
+def run_bench(*args: str) -> str:
+    out = io.StringIO()
+    call_command("agentgit_bench", "engine", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the git binary is a declared dependency")
+@pytest.mark.parametrize("backend", ["memory", "disk"])
+def test_every_row_is_measured_beside_git(backend, tmp_path):
+    json_path, markdown_path = tmp_path / "bench.json", tmp_path / "bench.md"
+
+    table = run_bench(
+        "--sizes", "200", "--samples", "2", "--backend", backend,
+        "--json", str(json_path), "--markdown", str(markdown_path),
+    )  # fmt: skip
+
+    report = json.loads(json_path.read_text())
+    assert report["conditions"]["backend"] == backend
+    assert report["conditions"]["sizes"] == [200]
+    assert report["conditions"]["git_version"]
+    assert [row["operation"] for row in report["rows"]] == list(OPERATIONS)
+    for row in report["rows"]:
+        assert set(row) == EXPECTED_KEYS
+        assert row["files"] == 200
+        assert row["samples"] >= 1
+        assert 0 < row["min_ms"] <= row["median_ms"] <= row["max_ms"], row
+        if row["operation"] in GIT_OPERATIONS:
+            assert row["git_median_ms"] > 0, row
+        else:
+            assert row["git_median_ms"] is None, row
+    stateful = {row["operation"]: row["samples"] for row in report["rows"]}
+    assert stateful["integrate fast-forward"] == stateful["tree diff 1 file"] == 2
+    for operation in OPERATIONS:
+        assert operation in table
+        assert f"| {operation} |" in markdown_path.read_text()
+
+
+def test_a_row_that_does_not_measure_what_it_says_fails_the_command(monkeypatch, tmp_path):
+    # detect_renames finding nothing must fail its row (not be timed as a fast no-op).
+    monkeypatch.setattr(engine_bench, "detect_renames", lambda store, changes: [])
+    json_path = tmp_path / "bench.json"
+
+    with pytest.raises(CommandError) as failed:
+        run_bench("--sizes", "200", "--samples", "1", "--json", str(json_path))
+
+    message = str(failed.value)
+    assert "detect_renames 1% exact at 200 files" in message
+    assert "detect_renames 100 similar at 200 files" in message
+    assert "tree diff" not in message  # the other rows still ran and passed
+    assert not json_path.exists()
+
+
+def test_sizes_below_the_minimum_are_refused():
+    with pytest.raises(CommandError):
+        run_bench("--sizes", "10")
