@@ -207,6 +207,32 @@ def decode_commit(raw: bytes) -> Commit:
     return Commit(tree, tuple(parents), author, committer, message.decode("utf-8", "surrogateescape"))
 
 
+def commit_parents_and_time(raw: bytes) -> tuple[tuple[ObjectId, ...], int] | None:
+    """A commit's parents and committer time, sliced from its header; None if unusual.
+
+    Walking a deep history for the first time reads every ancestor, and this is about four
+    times faster than :func:`decode_commit`: git fixes the header's layout ("tree", every
+    "parent", then author and committer). Anything else returns None, and the caller falls
+    back to the full parser, which decides (or raises ``CorruptObject``).
+    """
+    header_end = raw.find(b"\n\n")
+    if not (raw.startswith(b"tree ") and raw[45:46] == b"\n" and header_end > 0):
+        return None
+    position = 46
+    parents = []
+    while raw.startswith(b"parent ", position) and raw[position + 47 : position + 48] == b"\n":
+        parents.append(raw[position + 7 : position + 47].decode("ascii"))
+        position += 48
+    start = raw.find(b"\ncommitter ", position - 1, header_end)
+    if start < 0 or raw.startswith(b"parent ", position):
+        return None
+    line = raw[start + 11 : raw.index(b"\n", start + 1)]  # ends by header_end at the latest
+    when = line.rpartition(b"> ")[2].partition(b" ")[0]
+    if not when.isdigit():
+        return None
+    return tuple(parents), int(when)
+
+
 # ---------------------------------------------------------------------------- content
 
 

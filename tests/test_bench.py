@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from repos.benchmarks import engine_bench
+from repos.benchmarks import candidates, engine_bench
 from repos.benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
 
 EXPECTED_KEYS = {"operation", "files", "median_ms", "min_ms", "max_ms", "samples", "git_median_ms"}
@@ -26,7 +25,6 @@ def run_bench(*args: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="the git binary is a declared dependency")
 @pytest.mark.parametrize("backend", ["memory", "disk"])
 def test_every_row_is_measured_beside_git(backend, tmp_path):
     json_path, markdown_path = tmp_path / "bench.json", tmp_path / "bench.md"
@@ -75,3 +73,18 @@ def test_a_row_that_does_not_measure_what_it_says_fails_the_command(monkeypatch,
 def test_sizes_below_the_minimum_are_refused():
     with pytest.raises(CommandError):
         run_bench("--sizes", "10")
+
+
+def test_the_library_candidates_are_measured_on_every_operation(tmp_path):
+    json_path = tmp_path / "candidates.json"
+    out = io.StringIO()
+
+    call_command("agentgit_bench", "candidates", "--sizes", "200", "--samples", "1", "--json", str(json_path), stdout=out)
+
+    cells = {(c["operation"], c["candidate"]) for c in json.loads(json_path.read_text())["rows"]}
+    for operation in candidates.OPERATIONS:
+        for candidate in ("dulwich", "pygit2"):
+            assert (operation, candidate) in cells
+    for operation in ("tree diff 1 file", "merge_trees 1 file each side", "blame 20 changesets"):
+        assert {(operation, "ours"), (operation, "ours (cold)")} <= cells
+    assert "| 200 files |" in out.getvalue()

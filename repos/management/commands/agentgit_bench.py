@@ -1,7 +1,9 @@
-"""Benchmark the engine: ``manage.py agentgit_bench engine [--sizes ...] [--backend ...] ...``.
+"""Benchmarks: ``manage.py agentgit_bench engine|candidates [--sizes ...] [--backend ...] ...``.
 
-A thin adapter: the benchmark is ``repos.benchmarks.engine_bench`` (no Django there), the
-output formats are ``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
+``engine`` measures the engine's hot paths beside git; ``candidates`` measures the libraries the
+engine could have been built on (docs/adr/0001). A thin adapter: the benchmarks are
+``repos.benchmarks.engine_bench`` and ``.candidates`` (no Django there), the output formats are
+``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
 write the same results to files. A row whose assertion fails (a wrong outcome, or git
 disagreeing with the engine) makes the command fail with the row named, after printing the
 table, and no result file is written.
@@ -26,6 +28,7 @@ from repos.benchmarks.engine_bench import (
     RowResult,
     run_engine_benchmark,
 )
+from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
 
 
@@ -50,7 +53,7 @@ class Command(BaseCommand):
     help = "Measure the engine's hot paths by repository size, beside the git binary doing the same work."
 
     def add_arguments(self, parser):
-        parser.add_argument("suite", choices=["engine"], help="what to benchmark")
+        parser.add_argument("suite", choices=["engine", "candidates"], help="what to benchmark")
         parser.add_argument(
             "--sizes",
             type=_sizes,
@@ -62,7 +65,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
         parser.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
 
-    def handle(self, *args, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+    def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+        if suite == "candidates":
+            self.candidates(sizes, samples, json_path, markdown_path)
+            return
         # The bar shows on a terminal only (tqdm's disable=None), so logs and tests stay clean.
         with tqdm(total=len(OPERATIONS) * len(sizes), file=sys.stderr, disable=None, unit="row") as bar:
 
@@ -78,3 +84,14 @@ class Command(BaseCommand):
             Path(json_path).write_text(json.dumps(to_json(run), indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(to_markdown(run))
+
+    def candidates(self, sizes, samples, json_path, markdown_path) -> None:
+        with tqdm(file=sys.stderr, disable=None, unit="cell") as bar:
+            cells = run_candidates(sizes, samples=samples, on_cell=lambda cell: bar.update(1))
+        table = format_candidates(cells)
+        self.stdout.write(table)
+        if json_path:
+            rows = [cell.__dict__ for cell in cells]
+            Path(json_path).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
+        if markdown_path:
+            Path(markdown_path).write_text(table)
