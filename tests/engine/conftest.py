@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
-from engine.changeset import Delete, Rename, Write, create_changeset
-from engine.objects import BLOB, ObjectId, Signature
-from engine.store import DiskStore, MemoryStore, ObjectStore
+from engine.changeset import Delete, Rename, Write, apply_changes, create_changeset, create_commit
+from engine.objects import BLOB, MODE_FILE, Entry, ObjectId, Signature
+from engine.store import DiskStore, MemoryStore, ObjectBatch, ObjectStore
 
 BASE_TIME = 1_700_000_000
 
@@ -80,9 +82,32 @@ def build(store) -> Builder:
     return Builder(store)
 
 
+def commit_on(
+    store: ObjectStore, parents: Sequence[ObjectId], files: dict[str, str | None], *, time: int, message: str = "change\n"
+) -> ObjectId:
+    """A commit with any number of ``parents`` whose tree is the first parent's with ``files``
+    written (None deletes); for merge commits, which operation lists cannot express."""
+    changes = {
+        path: None if text is None else Entry(MODE_FILE, store.add(BLOB, text.encode())) for path, text in files.items()
+    }
+    batch = ObjectBatch(store)
+    tree = apply_changes(batch, store.read_commit(parents[0]).tree if parents else None, changes)
+    batch.flush()
+    return create_commit(store, tree, list(parents), message=message, author=signature(time))
+
+
+#: git must not read the machine's or the user's configuration (log.follow, blame options, …).
+GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
+
+def run_git(repo: Path | str, *args: str, input: bytes | None = None, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """Run the real git binary in ``repo``; fail the test with git's message on an unexpected status."""
+    result = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, env=GIT_ENV)
+    if result.returncode not in ok:
+        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr.decode(errors='replace')}")
+    return result
+
+
 def git(repo: Path | str, *args: str, input: bytes | None = None) -> str:
-    """Run the real git binary in ``repo``; fail the test with git's message if it fails."""
-    result = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True)
-    if result.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr.decode(errors='replace')}")
-    return result.stdout.decode()
+    """git's standard output as text."""
+    return run_git(repo, *args, input=input).stdout.decode()

@@ -8,24 +8,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.changeset import apply_changes, create_commit
 from engine.errors import CorruptObject, InvalidObjectId, ObjectMissing, WrongObjectType
 from engine.graph import generation, graph_node, is_ancestor, merge_bases
 from engine.objects import (
     BLOB,
     COMMIT,
     EMPTY_TREE_ID,
-    MODE_FILE,
     TREE,
     Commit,
-    Entry,
     ObjectId,
     Signature,
     hash_object,
 )
-from engine.store import MemoryStore, ObjectBatch, ObjectStore
+from engine.store import MemoryStore, ObjectStore
 
-BASE_TIME = 1_700_000_000
+from .conftest import BASE_TIME, commit_on
 
 
 def build_history(store: ObjectStore, parents: Sequence[Sequence[int]]) -> list[ObjectId]:
@@ -37,13 +34,7 @@ def build_history(store: ObjectStore, parents: Sequence[Sequence[int]]) -> list[
     ids: list[ObjectId] = []
     for index, parent_indexes in enumerate(parents):
         parent_ids = [ids[p] for p in parent_indexes]
-        blob = store.add(BLOB, f"commit {index}\n".encode())
-        batch = ObjectBatch(store)
-        base = store.read_commit(parent_ids[0]).tree if parent_ids else None
-        tree = apply_changes(batch, base, {f"c{index}": Entry(MODE_FILE, blob)})
-        batch.flush()
-        who = Signature("Agent", "agent@example.com", BASE_TIME + index)
-        ids.append(create_commit(store, tree, parent_ids, message=f"c{index}\n", author=who))
+        ids.append(commit_on(store, parent_ids, {f"c{index}": f"commit {index}\n"}, time=index, message=f"c{index}\n"))
     return ids
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.merge import merge_text, merge_trees
-from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE
+from engine.objects import BLOB, MODE_EXECUTABLE
 from engine.changeset import Write, create_changeset
 from engine.store import MemoryStore, ObjectBatch
 from engine.trees import iter_files

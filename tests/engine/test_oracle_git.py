@@ -16,13 +16,13 @@ from engine.renames import similarity
 from engine.store import DiskStore
 from engine.trees import diff_trees
 
-from .conftest import Builder, git, signature
+from .conftest import GIT_ENV, Builder, git, run_git, signature
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 13))
 
 
 def _git_env(when: int) -> dict:
-    env = dict(os.environ)
+    env = dict(GIT_ENV)
     for role in ("AUTHOR", "COMMITTER"):
         env[f"GIT_{role}_NAME"] = "Agent"
         env[f"GIT_{role}_EMAIL"] = "agent@example.com"
@@ -89,12 +89,9 @@ def _merge_tree(repo: str, ours: str, theirs: str) -> tuple[int, str, set[str]]:
     Directory renames are not inferred by our merge (a new file stays where its author put it),
     so git's directory-rename detection is turned off for the comparison.
     """
-    result = subprocess.run(
-        ["git", "-c", "merge.directoryRenames=false", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs],
-        cwd=repo,
-        capture_output=True,
+    result = run_git(
+        repo, "-c", "merge.directoryRenames=false", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs, ok=(0, 1)
     )
-    assert result.returncode in (0, 1), result.stderr
     lines = result.stdout.decode().splitlines()
     return result.returncode, lines[0], {line for line in lines[1:] if line}
 
@@ -174,13 +171,10 @@ def _files_with_markers(repo: str, tree: str) -> set[str]:
     marked = set()
     for line in git(repo, "ls-tree", "-r", tree).splitlines():
         meta, path = line.split("\t", 1)
-        if b"\n<<<<<<<" in b"\n" + git_bytes(repo, "cat-file", "blob", meta.split()[2]):
+        if b"\n<<<<<<<" in b"\n" + run_git(repo, "cat-file", "blob", meta.split()[2]).stdout:
             marked.add(path)
     return marked
 
-
-def git_bytes(repo: str, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True).stdout
 
 
 # Random histories: a fixed set of paths (no file/directory clashes) and a small line alphabet.

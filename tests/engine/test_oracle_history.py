@@ -8,9 +8,7 @@ every repository.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,23 +17,14 @@ from typing import Iterator, Sequence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.changeset import apply_changes, create_commit
 from engine.graph import is_ancestor, merge_bases
 from engine.history import blame, log
-from engine.objects import BLOB, MODE_FILE, Entry, ObjectId, Signature
-from engine.store import DiskStore, ObjectBatch
+from engine.objects import ObjectId
+from engine.store import DiskStore
 
-BASE_TIME = 1_700_000_000
-#: git must not read the machine's or the user's configuration (log.follow, blame options, …).
-GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+from .conftest import commit_on, git, run_git
+
 ORACLE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def run_git(repo: Path, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, env=GIT_ENV, text=True)
-    if result.returncode not in ok:
-        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-    return result
 
 
 class Repo:
@@ -47,16 +36,7 @@ class Repo:
 
     def commit(self, parents: Sequence[ObjectId], files: dict[str, str | None], time: int) -> ObjectId:
         """A commit on ``parents[0]``'s tree with ``files`` written (None deletes), at ``time``."""
-        changes = {
-            path: None if text is None else Entry(MODE_FILE, self.store.add(BLOB, text.encode()))
-            for path, text in files.items()
-        }
-        batch = ObjectBatch(self.store)
-        base = self.store.read_commit(parents[0]).tree if parents else None
-        tree = apply_changes(batch, base, changes)
-        batch.flush()
-        who = Signature("Agent", "agent@example.com", BASE_TIME + time)
-        return create_commit(self.store, tree, list(parents), message=f"at {time}\n", author=who)
+        return commit_on(self.store, parents, files, time=time, message=f"at {time}\n")
 
     def point_main(self, head: ObjectId) -> None:
         run_git(self.path, "update-ref", "refs/heads/main", head)
@@ -66,14 +46,14 @@ class Repo:
 
     def merge_bases(self, a: ObjectId, b: ObjectId) -> list[ObjectId]:
         # Exit code 1 with no output means "no merge base".
-        return sorted(run_git(self.path, "merge-base", "--all", a, b, ok=(0, 1)).stdout.split())
+        return sorted(run_git(self.path, "merge-base", "--all", a, b, ok=(0, 1)).stdout.decode().split())
 
     def is_ancestor(self, a: ObjectId, b: ObjectId) -> bool:
         return run_git(self.path, "merge-base", "--is-ancestor", a, b, ok=(0, 1)).returncode == 0
 
     def blame(self, path: str, *options: str) -> list[ObjectId]:
         """The commit git blames for each line of ``path`` at main, in line order."""
-        out = run_git(self.path, "blame", "--porcelain", *options, "main", "--", path).stdout
+        out = git(self.path, "blame", "--porcelain", *options, "main", "--", path)
         owners = {}
         for line in out.splitlines():
             match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
@@ -82,7 +62,7 @@ class Repo:
         return [owners[number] for number in range(1, len(owners) + 1)]
 
     def log(self, *paths: str) -> list[ObjectId]:
-        return run_git(self.path, "log", "--format=%H", "main", "--", *paths).stdout.split()
+        return git(self.path, "log", "--format=%H", "main", "--", *paths).split()
 
 
 @contextmanager
