@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # Named after the requirements' content: an edited requirements file reinstalls,
 # a merely touched one (checkout, clone) does not.
-INSTALLED := $(VENV)/.installed-$(shell cat requirements/base.txt requirements/dev.txt | sha256sum | cut -c1-16)
+INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
 
 .PHONY: serve test clean setup git
 

@@ -19,6 +19,11 @@ def _env_bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return default if value is None or not value.strip() else int(value)
+
+
 def _env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -33,6 +38,36 @@ AGENTGIT = {
     "DATA_DIR": _DATA_DIR,
     # One bare git repository per AgentGit repository.
     "REPOS_DIR": _DATA_DIR / "repos",
+    # Parsed-tree cache of each repository's object store, in tree entries (~150 bytes each).
+    "TREE_CACHE_ENTRIES": _env_int("AGENTGIT_TREE_CACHE_ENTRIES", 500_000),
+    # Who commits the merge changesets the server writes.
+    "COMMITTER_NAME": os.environ.get("AGENTGIT_COMMITTER_NAME", "AgentGit"),
+    "COMMITTER_EMAIL": os.environ.get("AGENTGIT_COMMITTER_EMAIL", "agentgit@localhost"),
+    # Largest request body accepted (blob uploads, changesets); larger ones get 413 too_large.
+    "MAX_BODY_BYTES": _env_int("AGENTGIT_MAX_BODY_BYTES", 100 * 1024 * 1024),
+    # How long the integrate endpoint waits for its outcome before answering 202 with the operation.
+    "INTEGRATE_WAIT_S": float(os.environ.get("AGENTGIT_INTEGRATE_WAIT_S", "30")),
+    # The compare-and-swap safety net: attempts, and the longest wait between them.
+    "INTEGRATE_ATTEMPTS": _env_int("AGENTGIT_INTEGRATE_ATTEMPTS", 24),
+    "INTEGRATE_BACKOFF_MS": _env_int("AGENTGIT_INTEGRATE_BACKOFF_MS", 32),
+    # Most queued integrations of one stream landed in one transaction.
+    "LANDING_BATCH": _env_int("AGENTGIT_LANDING_BATCH", 32),
+}
+
+# Request bodies: one limit for everything Django reads (the API answers 413 beyond it).
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTGIT["MAX_BODY_BYTES"]
+FILE_UPLOAD_MAX_MEMORY_SIZE = AGENTGIT["MAX_BODY_BYTES"]
+
+# Celery: with a broker (REDIS_URL or CELERY_BROKER_URL) tasks go to `celery -A agentgit_site
+# worker` processes; without one they run eagerly, in the server process (the embedded default).
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or os.environ.get("REDIS_URL") or None
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True  # a task whose worker died is delivered again (recovery is idempotent)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
 }
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(
@@ -48,6 +83,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
     "repos",
 ]
 

@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence, Union
 
 from .errors import EngineError, InvalidOperation, ObjectMissing
 from .objects import (
+    BLOB,
     COMMIT,
     EMPTY_TREE_ID,
     MODE_FILE,
@@ -245,13 +246,19 @@ def create_changeset(
     message: str,
     author: Signature,
     committer: Signature | None = None,
+    blobs: Sequence[bytes] = (),
 ) -> ObjectId:
     """Build a commit on ``parent`` from ``operations``; write its trees and itself in one batch.
+
+    ``blobs`` are new file contents the operations may name (by their ids); they are written
+    in the same batch, so a refused changeset leaves none of them behind.
 
     Raises (nothing written): ``InvalidObjectId``/``ObjectMissing``/``WrongObjectType`` for a
     bad parent; ``UnsafePath``/``InvalidOperation``/``ObjectMissing`` for bad operations.
     """
     batch = ObjectBatch(store)
+    for data in blobs:
+        batch.add(BLOB, data)
     base_tree = None
     parents: tuple[ObjectId, ...] = ()
     if parent is not None:

@@ -221,7 +221,7 @@ class LogPage(NamedTuple):
 
 def log_page(
     store: ObjectStore,
-    rev: ObjectId,
+    rev: ObjectId | None,
     path: str | None = None,
     *,
     limit: int,
@@ -240,6 +240,8 @@ def log_page(
     """
     if limit < 1:
         raise InvalidInput(f"limit must be at least 1, not {limit}")
+    if cursor is None and rev is None:
+        raise InvalidInput("a log starts at a changeset or continues from a cursor")
     start, offset = (check_object_id(rev), 0) if cursor is None else _parse_cursor(cursor)
     found = list(islice(iter_log(store, start, path), offset, offset + limit + 1))
     if len(found) > limit:

@@ -1,5 +1,216 @@
-"""Database models: everything that is not git content (see DESIGN.md, "Model").
+"""Database models: everything that is not git content (DESIGN.md, "Model").
 
-None yet; repositories, streams, changesets, proposals, operations, events and
-credentials arrive with the services that use them.
+Content lives in one bare git repository per Repository (engine.store.DiskStore); the database
+owns the names that point into it. Constraints make illegal states impossible rather than
+relying on callers: one stream name per repository, one head per stream (a column), one open
+integration per proposal, one outcome per operation, one event sequence number per repository.
+
+Only ``repos.services.integration`` moves a stream head, by compare-and-swap on
+``Stream.version`` inside the transaction that records the operation's outcome and its event.
 """
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Length
+
+#: A 40-hex SHA-1 object id, stored as text (what git and the API speak).
+OBJECT_ID_LENGTH = 40
+
+# ``head__length=40`` in the check constraints below.
+models.CharField.register_lookup(Length)
+
+
+class Repository(models.Model):
+    """One AgentGit repository: a bare git repository on disk plus its streams and history."""
+
+    name = models.CharField(max_length=100, unique=True)
+    object_format = models.CharField(max_length=10, default="sha1")
+    default_stream = models.CharField(max_length=200, default="main")
+    #: The last event sequence number handed out (events are numbered 1, 2, 3, … per repository).
+    event_seq = models.BigIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "repositories"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Stream(models.Model):
+    """A named line of history (a git branch); ``head`` moves only by compare-and-swap."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="streams")
+    name = models.CharField(max_length=200)
+    head = models.CharField(max_length=OBJECT_ID_LENGTH, null=True, blank=True)
+    #: Incremented by every head move; the compare-and-swap compares it.
+    version = models.BigIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["repository_id", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "name"], name="stream_name_unique_per_repository"),
+            models.CheckConstraint(
+                condition=Q(head__isnull=True) | Q(head__length=OBJECT_ID_LENGTH), name="stream_head_is_an_object_id"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.repository.name}:{self.name}"
+
+
+class Credential(models.Model):
+    """An API token of a user: stored as a SHA-256 hash, shown once, scoped, revocable."""
+
+    SCOPES = ("read", "write", "integrate", "admin")
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials")
+    name = models.CharField(max_length=100, blank=True)
+    #: SHA-256 of the token, hex. Tokens are 256-bit random, so a fast hash is enough (no salt or
+    #: stretching needed against guessing); it lets a request find its credential by index.
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    #: The token's first characters, to tell credentials apart in lists without revealing them.
+    token_prefix = models.CharField(max_length=12, editable=False)
+    scopes = models.JSONField(default=list)
+    #: Per-credential rate limit override (requests per second and burst), None = the default.
+    rate = models.FloatField(null=True, blank=True)
+    burst = models.IntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name or 'credential'} ({self.token_prefix}…)"
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes or "admin" in self.scopes
+
+
+class Changeset(models.Model):
+    """A commit plus what git does not record: its operation list and provenance."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="changesets")
+    commit_id = models.CharField(max_length=OBJECT_ID_LENGTH)
+    parents = models.JSONField(default=list)
+    tree = models.CharField(max_length=OBJECT_ID_LENGTH)
+    message = models.TextField(blank=True)
+    operations = models.JSONField(default=list)
+    provenance = models.JSONField(default=dict)
+    credential = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL)
+    #: Every object it names exists in the store (checked when it was created).
+    published = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "commit_id"], name="changeset_unique_per_repository"),
+            models.CheckConstraint(condition=Q(commit_id__length=OBJECT_ID_LENGTH), name="changeset_id_is_an_object_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.commit_id[:12]
+
+
+class Proposal(models.Model):
+    """A request to land a changeset on a stream: open → integrated | conflicted | closed."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        INTEGRATED = "integrated"
+        CONFLICTED = "conflicted"
+        CLOSED = "closed"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="proposals")
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="proposals")
+    head = models.CharField(max_length=OBJECT_ID_LENGTH)
+    title = models.CharField(max_length=300, blank=True)
+    author = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.OPEN)
+    #: The integration outcome as the API reports it (fast_forward, merge, conflict, …).
+    outcome = models.CharField(max_length=20, blank=True)
+    #: The changeset the stream moved to (the head for a fast-forward, the merge changeset).
+    result_changeset = models.CharField(max_length=OBJECT_ID_LENGTH, blank=True)
+    #: The stream head after the integration (unchanged for a conflict).
+    result_head = models.CharField(max_length=OBJECT_ID_LENGTH, blank=True)
+    conflicts = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["stream", "state"])]
+        constraints = [models.CheckConstraint(condition=Q(head__length=OBJECT_ID_LENGTH), name="proposal_head_is_an_object_id")]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} → {self.stream.name}"
+
+
+class Operation(models.Model):
+    """One integration of a proposal: queued → done | failed, with exactly one outcome.
+
+    Written when the integration is requested; the landing queue finishes it. Recovery finishes
+    or fails every operation a crash left queued, exactly once (repos.services.integration).
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        DONE = "done"
+        FAILED = "failed"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="operations")
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="operations")
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="operations")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    attempts = models.IntegerField(default=0)
+    #: The outcome document of API.md, set once when the operation is done.
+    outcome = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["stream", "state", "id"])]
+        constraints = [
+            # One pending integration per proposal: asking twice joins the first.
+            models.UniqueConstraint(
+                fields=["proposal"], condition=Q(state="queued"), name="one_queued_operation_per_proposal"
+            ),
+            # An outcome exactly when done; an error exactly when failed.
+            models.CheckConstraint(
+                condition=(Q(state="queued", outcome__isnull=True, error__isnull=True))
+                | Q(state="done", outcome__isnull=False)
+                | Q(state="failed", error__isnull=False),
+                name="operation_outcome_matches_state",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"operation {self.pk} ({self.state})"
+
+
+class Event(models.Model):
+    """An outbox entry: written in the transaction that caused it, relayed after commit."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=50)
+    payload = models.JSONField(default=dict)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["repository_id", "seq"]
+        constraints = [models.UniqueConstraint(fields=["repository", "seq"], name="event_seq_unique_per_repository")]
+
+    def __str__(self) -> str:
+        return f"{self.repository.name}#{self.seq} {self.kind}"

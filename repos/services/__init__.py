@@ -1,0 +1,14 @@
+"""Use cases: the one waist between the outside (REST views, admin, management commands, Celery
+tasks, the git bridge) and the engine.
+
+* ``repositories`` — repositories and streams: create, look up, resolve a revision.
+* ``content``      — blobs (single and batch) and changesets.
+* ``proposals``    — opening and listing proposals.
+* ``integration``  — the landing queue: the only code that moves a stream head.
+* ``reads``        — tree, file, diff, blame and log.
+* ``credentials``  — API tokens: create, authenticate, revoke, scopes.
+* ``events``       — the outbox: events written in the transaction that caused them.
+* ``stores``       — the object store of each repository (one per process, caches kept warm).
+
+Services own their transactions and raise ``repos.errors.ApiError``; callers only translate.
+"""

@@ -1,0 +1,182 @@
+"""Content: blobs (single, by id, in batch) and changesets."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import IntegrityError, transaction
+
+from engine import changeset as engine_changeset
+from engine.errors import EngineError
+from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
+
+from ..errors import Invalid, NotFound, from_engine
+from ..models import Changeset, Credential, Repository
+from .repositories import resolve_rev
+from .stores import store_for
+
+#: File modes a changeset may write, as the API spells them.
+_MODES = {"100644": MODE_FILE, "100755": MODE_EXECUTABLE, "120000": MODE_SYMLINK}
+
+
+def upload_blob(repository: Repository, data: bytes, expected_id: str | None = None) -> tuple[str, bool]:
+    """Store ``data`` durably; returns ``(id, created)``. With ``expected_id`` the bytes must hash to it."""
+    oid = hash_object(BLOB, data)
+    if expected_id is not None and expected_id != oid:
+        raise Invalid(f"the bytes hash to {oid}, not {expected_id}")
+    store = store_for(repository.name)
+    if store.contains(oid):
+        return oid, False
+    store.add(BLOB, data)
+    return oid, True
+
+
+def upload_blobs(repository: Repository, contents: list[bytes]) -> list[str]:
+    """Store several blobs as one batch (one pack, one fsync on disk)."""
+    return store_for(repository.name).add_many((BLOB, data) for data in contents)
+
+
+def read_blob(repository: Repository, oid: str) -> bytes:
+    try:
+        return store_for(repository.name).read_blob(check_object_id(oid))
+    except EngineError as error:
+        raise from_engine(error) from None
+
+
+def has_blob(repository: Repository, oid: str) -> bool:
+    try:
+        check_object_id(oid)
+    except EngineError as error:
+        raise from_engine(error) from None
+    store = store_for(repository.name)
+    return store.contains(oid) and store.read(oid)[0] == BLOB
+
+
+def parse_operations(raw: object) -> tuple[list[engine_changeset.Operation], list[bytes], list[dict]]:
+    """API operation dicts → engine operations, the inline contents they carry, and normalized JSON.
+
+    Every malformed operation is reported in the error's ``details`` (index, code, message).
+    """
+    if not isinstance(raw, list):
+        raise Invalid("operations must be a list")
+    operations: list[engine_changeset.Operation] = []
+    contents: list[bytes] = []
+    normalized: list[dict] = []
+    problems: list[dict] = []
+    for index, op in enumerate(raw):
+        try:
+            operation, content, record = _parse_operation(op)
+        except Invalid as error:
+            problems.append({"index": index, "code": "invalid", "message": error.message})
+            continue
+        operations.append(operation)
+        normalized.append(record)
+        if content is not None:
+            contents.append(content)
+    if problems:
+        raise Invalid(f"{len(problems)} malformed operation(s); the first: {problems[0]['message']}", details=problems)
+    return operations, contents, normalized
+
+
+def _parse_operation(op: object) -> tuple[engine_changeset.Operation, bytes | None, dict]:
+    if not isinstance(op, dict):
+        raise Invalid("an operation is an object")
+    kind = op.get("op")
+    if kind == "write":
+        path = _text(op, "path")
+        mode = _MODES.get(str(op.get("mode", "100644")))
+        if mode is None:
+            raise Invalid(f"mode must be one of {sorted(_MODES)}")
+        if ("blob" in op) == ("content" in op):
+            raise Invalid("a write names exactly one of 'blob' (an uploaded blob id) or 'content' (utf-8 text)")
+        if "content" in op:
+            content = _text(op, "content", allow_empty=True).encode("utf-8")
+            blob = hash_object(BLOB, content)
+        else:
+            content, blob = None, _text(op, "blob")
+        record = {"op": "write", "path": path, "blob": blob, "mode": f"{mode:o}"}
+        return engine_changeset.Write(path, blob, mode), content, record
+    if kind == "delete":
+        path = _text(op, "path")
+        return engine_changeset.Delete(path), None, {"op": "delete", "path": path}
+    if kind == "rename":
+        source, target = _text(op, "from"), _text(op, "to")
+        return engine_changeset.Rename(source, target), None, {"op": "rename", "from": source, "to": target}
+    raise Invalid(f"unknown op {kind!r}: use write, delete or rename")
+
+
+def _text(op: dict, key: str, *, allow_empty: bool = False) -> str:
+    value = op.get(key)
+    if not isinstance(value, str) or (not value and not allow_empty):
+        raise Invalid(f"{key!r} must be a{'' if allow_empty else ' non-empty'} string")
+    return value
+
+
+def create_changeset(
+    repository: Repository,
+    *,
+    parent: str | None,
+    operations: object,
+    message: str,
+    provenance: dict,
+    credential: Credential | None,
+) -> Changeset:
+    """Write a changeset (a commit) and record it; nothing is written if anything is refused."""
+    if not isinstance(message, str):
+        raise Invalid("message must be a string")
+    if not isinstance(provenance, dict):
+        raise Invalid("provenance must be an object")
+    engine_ops, contents, normalized = parse_operations(operations)
+    parent_id = resolve_rev(repository, parent) if parent is not None else None
+    author = _author(provenance, credential)
+    store = store_for(repository.name)
+    try:
+        commit_id = engine_changeset.create_changeset(
+            store, parent_id, engine_ops, message=message, author=author, blobs=contents
+        )
+    except EngineError as error:
+        raise from_engine(error, missing=Invalid) from None
+    commit = store.read_commit(commit_id)
+    try:
+        with transaction.atomic():
+            return Changeset.objects.create(
+                repository=repository,
+                commit_id=commit_id,
+                parents=list(commit.parents),
+                tree=commit.tree,
+                message=message,
+                operations=normalized,
+                provenance=provenance,
+                credential=credential,
+            )
+    except IntegrityError:
+        # The same changeset again (same parent, operations, message, author and second).
+        return Changeset.objects.get(repository=repository, commit_id=commit_id)
+
+
+def get_changeset(repository: Repository, commit_id: str) -> Changeset:
+    """The recorded changeset, or one described from its commit (made by a merge or a git push)."""
+    try:
+        check_object_id(commit_id)
+    except EngineError as error:
+        raise from_engine(error) from None
+    found = Changeset.objects.filter(repository=repository, commit_id=commit_id).first()
+    if found is not None:
+        return found
+    try:
+        commit = store_for(repository.name).read_commit(commit_id)
+    except EngineError:
+        raise NotFound(f"no changeset {commit_id} in {repository.name}") from None
+    return Changeset(
+        repository=repository, commit_id=commit_id, parents=list(commit.parents), tree=commit.tree, message=commit.message
+    )
+
+
+def _author(provenance: dict, credential: Credential | None) -> Signature:
+    user = credential.user if credential is not None else None
+    agent = provenance.get("agent")
+    name = agent if isinstance(agent, str) and agent else (user.get_username() if user else "agentgit")
+    email = (user.email if user and user.email else f"{user.get_username() if user else 'agent'}@agentgit.invalid")
+    name = "".join(c for c in name if c not in "<>\n\x00")[:100] or "agent"
+    email = "".join(c for c in email if c not in "<>\n\x00 ")[:100]
+    return Signature(name, email, int(time.time()))

@@ -1,0 +1,239 @@
+"""Integration: the landing queue, and the only code that moves a stream head.
+
+Asking to integrate a proposal records an :class:`Operation` (``queued``) and hands the stream to
+the worker pool (``workers.tasks.land_stream``; run inline when Celery is eager, the embedded
+default). Landing a stream takes the stream's row lock, so one worker at a time drains its queued
+operations, in order: each is integrated by the engine on top of the previous one's result, their
+objects are made durable, and then one transaction moves the head by compare-and-swap on
+``Stream.version`` and records every operation's outcome, every proposal's new state and one
+event per operation. Different streams land in parallel (PostgreSQL row locks; SQLite serializes
+all writers anyway).
+
+Crash safety: objects are fsynced before the transaction that names them commits; the outcome,
+the head and the event commit together or not at all. An operation a crash left ``queued`` is
+landed by :func:`recover` (at worker start and on a schedule) exactly once, because landing it
+is what moves it out of ``queued``.
+
+The compare-and-swap cannot lose while the row lock is held; it still guards against anything
+that moves a head without the lock, with the reference's bounded retry (attempts default 24,
+deterministic spread backoff, at most 32 ms). When the attempts run out the operations fail
+as ``aborted`` (retryable) and their proposals are untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from engine.errors import EngineError
+from engine.integrate import Integration, Outcome, integrate
+
+from ..errors import Aborted, from_engine
+from ..models import Operation, Proposal, Stream
+from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
+from .stores import server_signature, store_for
+
+_FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
+
+
+def request_integration(proposal: Proposal) -> Operation:
+    """The operation integrating ``proposal``: its last finished one, or a queued one.
+
+    Integrating a proposal that already landed (or conflicted) answers the first outcome again;
+    asking while one is queued joins it.
+    """
+    if proposal.state in _FINISHED_PROPOSAL:
+        finished = proposal.operations.filter(state=Operation.State.DONE).order_by("-id").first()
+        if finished is not None:
+            return finished
+    try:
+        with transaction.atomic():
+            operation = Operation.objects.create(
+                repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal
+            )
+            _enqueue_on_commit(proposal.stream_id)
+    except IntegrityError:  # one is queued already (the partial unique constraint)
+        operation = Operation.objects.get(proposal=proposal, state=Operation.State.QUEUED)
+    return operation
+
+
+def _enqueue_on_commit(stream_id: int) -> None:
+    from workers.tasks import land_stream as land_stream_task  # workers import services, not the reverse
+
+    land_stream_task.delay_on_commit(stream_id)
+
+
+def wait_for(operation: Operation, timeout_s: float) -> Operation:
+    """The operation, refreshed until it is no longer queued or ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while operation.state == Operation.State.QUEUED and time.monotonic() < deadline:
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.1)
+        operation.refresh_from_db(fields=["state", "outcome", "error", "attempts", "finished"])
+    return operation
+
+
+def land_stream(stream_id: int) -> int:
+    """Land every queued operation of the stream, batch after batch; returns how many landed."""
+    landed = 0
+    while True:
+        count = _land_batch(stream_id)
+        if count == 0:
+            return landed
+        landed += count
+
+
+def recover() -> int:
+    """Land every operation a crash left queued (worker start, and on a schedule)."""
+    stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
+    return sum(land_stream(stream_id) for stream_id in list(stream_ids))
+
+
+class _LostRace(Exception):
+    """The stream head moved between reading it and the compare-and-swap."""
+
+
+def _land_batch(stream_id: int) -> int:
+    config = settings.AGENTGIT
+    attempts = max(1, config["INTEGRATE_ATTEMPTS"])
+    for attempt in range(1, attempts + 1):
+        try:
+            return _land_once(stream_id, config["LANDING_BATCH"])
+        except _LostRace as lost:
+            first_operation = lost.args[0]
+            if attempt < attempts:
+                time.sleep(backoff_ms(first_operation, attempt, config["INTEGRATE_BACKOFF_MS"]) / 1000)
+    return _abort_queued(stream_id, attempts)
+
+
+def _land_once(stream_id: int, batch_size: int) -> int:
+    with transaction.atomic():
+        stream = Stream.objects.select_for_update().select_related("repository").get(pk=stream_id)
+        operations = list(
+            Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
+            .select_related("proposal")
+            .order_by("id")[:batch_size]
+        )
+        if not operations:
+            return 0
+        crash_point("operation_recorded")
+        store = store_for(stream.repository.name)
+        head = stream.head
+        results: list[tuple[Operation, Integration | None, EngineError | None]] = []
+        for operation in operations:
+            try:
+                integration = integrate(
+                    store,
+                    head,
+                    operation.proposal.head,
+                    committer=server_signature(),
+                    message=f"Integrate proposal {operation.proposal_id} into {stream.name}\n",
+                )
+            except EngineError as error:
+                results.append((operation, None, error))
+                continue
+            results.append((operation, integration, None))
+            head = integration.head
+        crash_point("objects_written")
+        if head != stream.head:
+            moved = Stream.objects.filter(pk=stream.pk, version=stream.version).update(
+                head=head, version=F("version") + 1, updated=timezone.now()
+            )
+            if moved != 1:
+                raise _LostRace(operations[0].pk)
+        for operation, integration, error in results:
+            _record(stream, operation, integration, error)
+        crash_point("cas_applied")
+    crash_point("committed")
+    return len(operations)
+
+
+def _record(stream: Stream, operation: Operation, integration: Integration | None, error: EngineError | None) -> None:
+    """Write one operation's outcome, its proposal's new state and its event (in the landing transaction)."""
+    proposal = operation.proposal
+    now = timezone.now()
+    operation.attempts = F("attempts") + 1
+    operation.finished = now
+    if integration is None:
+        operation.state = Operation.State.FAILED
+        operation.error = from_engine(error).as_dict()["error"]
+        operation.save(update_fields=["state", "error", "attempts", "finished"])
+        return
+    outcome = outcome_document(integration)
+    operation.state = Operation.State.DONE
+    operation.outcome = {**outcome, "operation": operation.pk, "proposal": proposal.pk}
+    operation.save(update_fields=["state", "outcome", "attempts", "finished"])
+    conflicted = integration.outcome == Outcome.CONFLICT
+    proposal.state = Proposal.State.CONFLICTED if conflicted else Proposal.State.INTEGRATED
+    proposal.outcome = integration.outcome.value
+    proposal.result_changeset = integration.changeset or ""
+    proposal.result_head = integration.head or ""
+    proposal.conflicts = outcome["conflicts"]
+    proposal.save(update_fields=["state", "outcome", "result_changeset", "result_head", "conflicts", "updated"])
+    if conflicted:
+        payload = {"stream": stream.name, "proposal": proposal.pk, "conflicts": outcome["conflicts"]}
+        append_event(stream.repository, PROPOSAL_CONFLICT, payload)
+    else:
+        payload = {
+            "stream": stream.name,
+            "proposal": proposal.pk,
+            "outcome": integration.outcome.value,
+            "head": integration.head,
+            "changeset": integration.changeset,
+        }
+        append_event(stream.repository, STREAM_INTEGRATE, payload)
+
+
+def outcome_document(integration: Integration) -> dict:
+    """The outcome as API.md spells it."""
+    return {
+        "outcome": integration.outcome.value,
+        "changeset": integration.changeset,
+        "stream_head": integration.head,
+        "conflicts": [conflict.as_dict() for conflict in integration.conflicts],
+    }
+
+
+def _abort_queued(stream_id: int, attempts: int) -> int:
+    """The retry budget is spent: fail the queued operations as ``aborted``; proposals untouched."""
+    error = Aborted(f"the stream changed {attempts} times while integrating; retry").as_dict()["error"]
+    with transaction.atomic():
+        return Operation.objects.filter(stream_id=stream_id, state=Operation.State.QUEUED).update(
+            state=Operation.State.FAILED, error=error, attempts=F("attempts") + attempts, finished=timezone.now()
+        )
+
+
+def backoff_ms(operation_id: int, attempt: int, max_wait_ms: int) -> float:
+    """The wait after losing ``attempt``: none after the first loss, then a window of 1 ms that
+    doubles per loss up to ``max_wait_ms``, spread by a hash of the operation and attempt, so
+    colliding writers wait different times and nothing is random."""
+    if attempt < 2 or max_wait_ms <= 0:
+        return 0.0
+    window = min(float(max_wait_ms), float(2 ** (attempt - 2)))
+    digest = hashlib.blake2b(f"{operation_id}:{attempt}".encode(), digest_size=4).digest()
+    return window * (0.5 + int.from_bytes(digest, "big") / 2**33)
+
+
+#: The steps of a landing where the crash tests kill the worker, in order: the queued operations
+#: are read; their objects are written (fsynced); the head's compare-and-swap and the records
+#: are applied but not committed; everything is committed (events are outbox rows, so this is
+#: also "before the event relay": subscribers read them by sequence number).
+CRASH_POINTS = ("operation_recorded", "objects_written", "cas_applied", "committed")
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for the crash tests: die here, at once, if told to by the environment.
+
+    ``AGENTGIT_CRASH_AT=<name>`` (one of :data:`CRASH_POINTS`) makes the process SIGKILL itself
+    at that step of a landing, as a power cut would; nothing runs after it.
+    """
+    if os.environ.get("AGENTGIT_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)

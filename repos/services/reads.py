@@ -1,0 +1,145 @@
+"""Reading history: tree, file, diff, blame and log, shaped as API.md answers them."""
+
+from __future__ import annotations
+
+import difflib
+
+from engine import history
+from engine.errors import EngineError
+from engine.objects import MODE_TREE, is_binary, split_lines, split_path
+from engine.renames import diff_with_renames
+from engine.trees import lookup, subtree
+
+from ..errors import Invalid, NotFound, from_engine
+from ..models import Repository
+from .repositories import resolve_rev
+from .stores import store_for
+
+MAX_LOG_LIMIT = 500
+DEFAULT_LOG_LIMIT = 50
+#: Files above this size are listed in a diff but not spelled out in its patch.
+MAX_PATCH_FILE_BYTES = 1024 * 1024
+
+
+def tree(repository: Repository, rev: str, path: str | None = None) -> list[dict]:
+    """The entries of the directory at ``path`` (the root when empty) in the changeset ``rev``."""
+    store = store_for(repository.name)
+    commit = store.read_commit(resolve_rev(repository, rev))
+    prefix = path.strip("/") if path else ""
+    try:
+        entries = subtree(store, commit.tree, prefix or None)
+    except EngineError as error:
+        raise from_engine(error) from None
+    base = prefix + "/" if prefix else ""
+    return [
+        {
+            "name": name,
+            "path": base + name,
+            "type": "dir" if entry.mode == MODE_TREE else "file",
+            "id": entry.id,
+            "mode": f"{entry.mode:06o}",
+        }
+        for name, entry in sorted(entries.items())
+    ]
+
+
+def read_file(repository: Repository, rev: str, path: str) -> bytes:
+    """The bytes of the file at ``path`` in the changeset ``rev``."""
+    store = store_for(repository.name)
+    commit = store.read_commit(resolve_rev(repository, rev))
+    try:
+        entry = lookup(store, commit.tree, path)
+    except EngineError as error:
+        raise from_engine(error) from None
+    if entry is None:
+        raise NotFound(f"no file {path!r} at {rev}")
+    if entry.mode == MODE_TREE:
+        raise Invalid(f"{path!r} is a directory; list it with the tree endpoint")
+    return store.read_blob(entry.id)
+
+
+def diff(repository: Repository, from_rev: str, to_rev: str) -> dict:
+    """The changes between two changesets, renames detected, with a unified patch."""
+    store = store_for(repository.name)
+    old = store.read_commit(resolve_rev(repository, from_rev)).tree
+    new = store.read_commit(resolve_rev(repository, to_rev)).tree
+    changes = []
+    patch = []
+    for change in diff_with_renames(store, old, new):
+        item = {"status": change.status, "path": change.path}
+        if change.status == "renamed":
+            item["old_path"] = change.old_path
+            item["similarity"] = change.similarity
+        changes.append(item)
+        patch.append(_file_patch(store, change))
+    return {"changes": changes, "patch": "".join(patch)}
+
+
+def _file_patch(store, change) -> str:
+    old_path = change.old_path or change.path
+    old_data = store.read_blob(change.old.id) if change.old is not None and change.old.mode != 0o160000 else b""
+    new_data = store.read_blob(change.new.id) if change.new is not None and change.new.mode != 0o160000 else b""
+    header = f"diff --git a/{old_path} b/{change.path}\n"
+    if change.status == "renamed":
+        header += f"similarity index {change.similarity}%\nrename from {old_path}\nrename to {change.path}\n"
+    elif change.status == "added":
+        header += f"new file mode {change.new.mode:06o}\n"
+    elif change.status == "deleted":
+        header += f"deleted file mode {change.old.mode:06o}\n"
+    if old_data == new_data:
+        return header
+    if is_binary(old_data) or is_binary(new_data) or max(len(old_data), len(new_data)) > MAX_PATCH_FILE_BYTES:
+        return header + f"Binary files a/{old_path} and b/{change.path} differ\n"
+    old_lines = [line.decode("utf-8", "replace") for line in split_lines(old_data)]
+    new_lines = [line.decode("utf-8", "replace") for line in split_lines(new_data)]
+    fromfile = f"a/{old_path}" if change.old is not None else "/dev/null"
+    tofile = f"b/{change.path}" if change.new is not None else "/dev/null"
+    body = []
+    for line in difflib.unified_diff(old_lines, new_lines, fromfile, tofile):
+        body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return header + "".join(body)
+
+
+def blame(repository: Repository, rev: str, path: str) -> list[dict]:
+    store = store_for(repository.name)
+    try:
+        lines = history.blame(store, resolve_rev(repository, rev), path)
+    except EngineError as error:
+        raise from_engine(error) from None
+    return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]
+
+
+def log(
+    repository: Repository, rev: str | None, path: str | None = None, *, limit: object = None, cursor: str | None = None
+) -> dict:
+    """A page of the changesets that touch ``path`` (all, without a path), newest first."""
+    try:
+        size = DEFAULT_LOG_LIMIT if limit in (None, "") else int(limit)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise Invalid(f"limit is a whole number, not {limit!r}") from None
+    if not 1 <= size <= MAX_LOG_LIMIT:
+        raise Invalid(f"limit is between 1 and {MAX_LOG_LIMIT}")
+    if path:
+        try:
+            split_path(path)
+        except EngineError as error:
+            raise from_engine(error) from None
+    store = store_for(repository.name)
+    start = resolve_rev(repository, rev or repository.default_stream) if cursor is None else None
+    try:
+        page = history.log_page(store, start, path or None, limit=size, cursor=cursor)
+    except EngineError as error:
+        raise from_engine(error) from None
+    changesets = []
+    for oid in page.changesets:
+        commit = store.read_commit(oid)
+        changesets.append(
+            {
+                "id": oid,
+                "message": commit.message,
+                "parents": list(commit.parents),
+                "author": {"name": commit.author.name, "email": commit.author.email},
+                "time": commit.committer.time,
+            }
+        )
+    return {"changesets": changesets, "next": page.next}

@@ -1,0 +1,101 @@
+"""Repositories and streams: creating them, finding them, and resolving a revision."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import IntegrityError, transaction
+
+from engine.errors import EngineError
+from engine.objects import check_object_id
+
+from ..errors import Invalid, NotFound, from_engine
+from ..models import Repository, Stream
+from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
+from .stores import store_for
+
+# Repository names become a directory and a URL segment (/git/{name}.git).
+_REPOSITORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
+# Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
+# to a safe alphabet.
+_STREAM_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+
+
+def check_repository_name(name: object) -> str:
+    if not isinstance(name, str) or not _REPOSITORY_NAME.match(name) or name.endswith(".git") or ".." in name:
+        raise Invalid(
+            "a repository name is 1-100 letters, digits, '.', '_' or '-', starts with a letter or digit, "
+            f"and does not end in '.git': {name!r}"
+        )
+    return name
+
+
+def check_stream_name(name: object) -> str:
+    ok = isinstance(name, str) and 0 < len(name) <= 200
+    if ok:
+        segments = name.split("/")
+        ok = all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in segments) and ".." not in name
+    if not ok:
+        raise Invalid(
+            "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
+            f"(no '..', no segment ending in '.lock'): {name!r}"
+        )
+    return name
+
+
+def create_repository(name: str) -> Repository:
+    """A new repository with its bare git repository and an empty default stream."""
+    check_repository_name(name)
+    store_for(name)  # the directory exists before any row names it
+    try:
+        with transaction.atomic():
+            repository = Repository.objects.create(name=name)
+            stream = Stream.objects.create(repository=repository, name=repository.default_stream)
+            append_event(repository, REPOSITORY_CREATED, {"name": name})
+            append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
+    except IntegrityError:
+        raise Invalid(f"a repository named {name!r} already exists") from None
+    return repository
+
+
+def get_repository(name: str) -> Repository:
+    try:
+        return Repository.objects.get(name=name)
+    except Repository.DoesNotExist:
+        raise NotFound(f"no repository named {name!r}") from None
+
+
+def get_stream(repository: Repository, name: str) -> Stream:
+    try:
+        return Stream.objects.get(repository=repository, name=name)
+    except Stream.DoesNotExist:
+        raise NotFound(f"no stream named {name!r} in {repository.name}") from None
+
+
+def create_stream(repository: Repository, name: str, start: str | None) -> Stream:
+    """A new stream whose head is the revision ``start`` (None or omitted: empty)."""
+    check_stream_name(name)
+    head = resolve_rev(repository, start) if start else None
+    try:
+        with transaction.atomic():
+            stream = Stream.objects.create(repository=repository, name=name, head=head)
+            append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
+    except IntegrityError:
+        raise Invalid(f"a stream named {name!r} already exists in {repository.name}") from None
+    return stream
+
+
+def resolve_rev(repository: Repository, rev: str) -> str:
+    """The changeset a revision names: a full commit id (which must exist) or a stream's head."""
+    if isinstance(rev, str) and len(rev) == 40 and re.fullmatch(r"[0-9a-f]{40}", rev):
+        try:
+            store_for(repository.name).read_commit(check_object_id(rev))
+        except EngineError as error:
+            raise from_engine(error) from None
+        return rev
+    if not isinstance(rev, str) or not rev:
+        raise Invalid(f"a revision is a 40-hex changeset id or a stream name, not {rev!r}")
+    stream = get_stream(repository, rev)
+    if stream.head is None:
+        raise NotFound(f"stream {rev!r} is empty")
+    return stream.head

@@ -1,0 +1,44 @@
+"""Each repository's object store, opened once per process so its parsed-object caches stay warm."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from engine.objects import Signature
+from engine.store import DiskStore
+
+_stores: dict[Path, DiskStore] = {}
+_lock = threading.Lock()
+
+
+def repository_path(name: str) -> Path:
+    """Where the bare git repository of the repository ``name`` lives."""
+    return Path(settings.AGENTGIT["REPOS_DIR"]) / f"{name}.git"
+
+
+def store_for(name: str) -> DiskStore:
+    """The (created if needed) object store of repository ``name``, shared by this process."""
+    path = repository_path(name)
+    store = _stores.get(path)
+    if store is None:
+        with _lock:
+            store = _stores.get(path)
+            if store is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                store = _stores[path] = DiskStore(path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"])
+    return store
+
+
+def forget_store(name: str) -> None:
+    """Drop the cached store (the repository was deleted)."""
+    with _lock:
+        _stores.pop(repository_path(name), None)
+
+
+def server_signature() -> Signature:
+    """The committer of changesets the server writes itself (merges)."""
+    return Signature(settings.AGENTGIT["COMMITTER_NAME"], settings.AGENTGIT["COMMITTER_EMAIL"], int(time.time()))
