@@ -16,14 +16,8 @@ def read_or_create_secret(path: Path, nbytes: int = 32) -> str:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    candidate = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    candidate = _private_file(path, secrets.token_urlsafe(nbytes))
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(nbytes) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
         try:
             os.link(candidate, path)
         except FileExistsError:
@@ -31,3 +25,20 @@ def read_or_create_secret(path: Path, nbytes: int = 32) -> str:
     finally:
         candidate.unlink()
     return path.read_text().strip()
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Replace the secret at ``path`` with ``text`` atomically (mode 0600)."""
+    os.replace(_private_file(path, text), path)
+
+
+def _private_file(path: Path, text: str) -> Path:
+    """A durable 0600 file beside ``path`` holding ``text``, under a name private to this process."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    candidate = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return candidate

@@ -168,3 +168,33 @@ STORAGES = {
 # Local development is plain http, where secure cookies would never be sent back.
 SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# The REST API (repos/api/): token authentication, a scope per method, JSON only, one error
+# shape (statuses chosen in repos/api/errors.py), an OpenAPI schema at /api/v1/schema.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "repos.api.authentication.BearerTokenAuthentication",
+        "repos.api.authentication.TokenBasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["repos.api.permissions.HasScope"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "repos.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+    "UNAUTHENTICATED_TOKEN": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "AgentGit API",
+    "VERSION": "1",
+    "DESCRIPTION": (
+        "A version-control server for coding agents: upload blobs, write changesets, open proposals and "
+        "let the server integrate them (fast-forward, merge or conflict). Every call needs "
+        "`Authorization: Bearer <token>` with the scope its method asks for: read (GET), write (blobs, "
+        "changesets, proposals, streams), integrate, admin (repositories). Errors are "
+        '`{"error": {"code", "message", "retryable", ...}}`.'
+    ),
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+}

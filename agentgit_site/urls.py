@@ -1,13 +1,25 @@
-"""Top-level URL routes."""
+"""Top-level URL routes.
+
+/healthz, /readyz and /metrics are unauthenticated, as probes and scrapers expect; put /metrics
+behind the proxy's access rules if its counts are not for everyone.
+"""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import TemplateView
 
-from agentgit_site.views import healthz
+from agentgit_site.views import healthz, metrics, readyz
 
 urlpatterns = [
     path("", TemplateView.as_view(template_name="home.html"), name="home"),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("repos.api.urls")),
 ]
+
+# Errors Django answers itself: the API's JSON error shape under /api/, Django's pages elsewhere.
+handler400 = "repos.api.errors.bad_request"
+handler404 = "repos.api.errors.not_found"
+handler500 = "repos.api.errors.server_error"

@@ -1,6 +1,227 @@
-"""Django admin: where admins manage users and, later, credentials."""
+"""Django admin: admins manage credentials and repositories here and browse everything else.
 
-from django.contrib import admin
+Whatever has a service goes through it (credentials, repositories), so the admin cannot create
+a row the API would not have created. The history (streams, changesets, proposals,
+operations, events) is read-only here: only the services move it.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from .errors import Invalid
+from .models import Changeset, Credential, Event, Operation, Proposal, Repository, Stream
+from .services.credentials import create_credential, revoke_credential
+from .services.repositories import check_repository_name, create_repository
 
 admin.site.site_header = "AgentGit administration"
 admin.site.site_title = "AgentGit admin"
+
+
+def _become(obj: models.Model, saved: models.Model) -> None:
+    """Turn the admin's unsaved form instance into the row a service created.
+
+    The rest of the admin's add flow (log entry, redirect to the change page) then refers to
+    the saved row, although ``obj.save()`` was never called.
+    """
+    for field in type(saved)._meta.concrete_fields:
+        setattr(obj, field.attname, getattr(saved, field.attname))
+    obj._state.adding = False
+    obj._state.db = saved._state.db
+
+
+# Credentials ---------------------------------------------------------------------------------
+
+
+class CredentialForm(forms.ModelForm):
+    """Scopes as checkboxes; rate and burst checked as the service checks them."""
+
+    scopes = forms.MultipleChoiceField(
+        choices=[(scope, scope) for scope in Credential.SCOPES],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="admin implies every other scope.",
+    )
+
+    class Meta:
+        model = Credential
+        fields = ["user", "name", "scopes", "rate", "burst"]
+        help_texts = {
+            "rate": "Requests per second; empty = the default.",
+            "burst": "Token bucket size; empty = the default.",
+        }
+
+    def clean_scopes(self) -> list[str]:
+        chosen = self.cleaned_data["scopes"]
+        return [scope for scope in Credential.SCOPES if scope in chosen]  # canonical order
+
+    def clean_rate(self) -> float | None:
+        rate = self.cleaned_data["rate"]
+        if rate is not None and rate <= 0:
+            raise ValidationError("The rate must be more than 0.")
+        return rate
+
+    def clean_burst(self) -> int | None:
+        burst = self.cleaned_data["burst"]
+        if burst is not None and burst < 1:
+            raise ValidationError("The burst must be at least 1.")
+        return burst
+
+
+class CredentialStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked__isnull=False)
+        return queryset
+
+
+@admin.register(Credential)
+class CredentialAdmin(admin.ModelAdmin):
+    """Tokens are created by the service and shown once, in a message after saving."""
+
+    form = CredentialForm
+    list_display = ["user", "name", "token_prefix", "scopes", "created", "last_used", "revoked"]
+    list_filter = [CredentialStatusFilter]
+    search_fields = ["user__username", "name", "token_prefix"]
+    actions = ["revoke"]
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["user", "name", "scopes", "rate", "burst"]
+        return ["user", "name", "token_prefix", "scopes", "rate", "burst", "created", "last_used", "revoked"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The hash is not a form field at all (editable=False); the owner and history are fixed.
+        return [] if obj is None else ["user", "token_prefix", "created", "last_used", "revoked"]
+
+    def save_model(self, request: HttpRequest, obj: Credential, form: CredentialForm, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        data = form.cleaned_data
+        credential, token = create_credential(
+            data["user"], data["scopes"], name=data["name"], rate=data["rate"], burst=data["burst"]
+        )
+        _become(obj, credential)
+        # The one time the token exists outside the client: the message is rendered on the
+        # next page and then discarded.
+        messages.success(
+            request,
+            f"The token of {credential} is {token} — copy it now: it is stored only as a hash"
+            " and will not be shown again.",
+        )
+
+    @admin.action(description="Revoke selected credentials")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[Credential]) -> None:
+        live = list(queryset.filter(revoked__isnull=True))
+        for credential in live:
+            revoke_credential(credential)
+        self.message_user(request, f"Revoked {len(live)} credential(s).", messages.SUCCESS)
+
+
+# Repositories --------------------------------------------------------------------------------
+
+
+class RepositoryForm(forms.ModelForm):
+    class Meta:
+        model = Repository
+        fields = ["name"]
+
+    def clean_name(self) -> str:
+        try:
+            return check_repository_name(self.cleaned_data["name"])
+        except Invalid as error:
+            raise ValidationError(error.message) from None
+
+
+@admin.register(Repository)
+class RepositoryAdmin(admin.ModelAdmin):
+    """Created through the repository service (which also creates the bare git repository and
+    the default stream); then read-only. No delete: it would leave the git repository on disk."""
+
+    form = RepositoryForm
+    list_display = ["name", "default_stream", "object_format", "event_seq", "created"]
+    search_fields = ["name"]
+
+    def get_fields(self, request, obj=None):
+        return ["name"] if obj is None else ["name", "default_stream", "object_format", "event_seq", "created"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Repository, form: RepositoryForm, change: bool) -> None:
+        _become(obj, create_repository(form.cleaned_data["name"]))
+
+
+# History: read-only --------------------------------------------------------------------------
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Browse only: these rows change only through the services."""
+
+    # These tables grow without bound; skip the extra COUNT(*) over the whole table.
+    show_full_result_count = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Stream)
+class StreamAdmin(ReadOnlyAdmin):
+    list_display = ["name", "repository", "head", "version", "updated"]
+    list_filter = ["repository"]
+    search_fields = ["name", "repository__name", "head"]
+
+
+@admin.register(Changeset)
+class ChangesetAdmin(ReadOnlyAdmin):
+    list_display = ["commit_id", "repository", "summary", "published", "credential", "created"]
+    list_filter = ["published", "repository"]
+    search_fields = ["commit_id", "message"]
+
+    @admin.display(description="message")
+    def summary(self, obj: Changeset) -> str:
+        return obj.message.splitlines()[0][:80] if obj.message else ""
+
+
+@admin.register(Proposal)
+class ProposalAdmin(ReadOnlyAdmin):
+    list_display = ["id", "repository", "stream", "title", "state", "outcome", "author", "created", "updated"]
+    list_filter = ["state", "outcome", "repository"]
+    list_select_related = ["repository", "stream__repository", "author"]
+    search_fields = ["title", "head"]
+
+
+@admin.register(Operation)
+class OperationAdmin(ReadOnlyAdmin):
+    list_display = ["id", "repository", "stream", "proposal", "state", "attempts", "created", "finished"]
+    list_filter = ["state", "repository"]
+    list_select_related = ["repository", "stream__repository", "proposal__stream"]
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["repository", "seq", "kind", "created"]
+    list_filter = ["kind", "repository"]
+    search_fields = ["kind"]

@@ -35,8 +35,8 @@ from django.utils import timezone
 from engine.errors import EngineError
 from engine.integrate import Integration, Outcome, integrate
 
-from ..errors import Aborted, from_engine
-from ..models import Operation, Proposal, Stream
+from ..errors import Aborted, NotFound, from_engine
+from ..models import Operation, Proposal, Repository, Stream
 from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
 
@@ -70,14 +70,25 @@ def _enqueue_on_commit(stream_id: int) -> None:
     land_stream_task.delay_on_commit(stream_id)
 
 
+def get_operation(repository: Repository, operation_id: object) -> Operation:
+    try:
+        return Operation.objects.select_related("stream").get(repository=repository, pk=int(operation_id))
+    except (Operation.DoesNotExist, ValueError, TypeError):
+        raise NotFound(f"no operation {operation_id} in {repository.name}") from None
+
+
 def wait_for(operation: Operation, timeout_s: float) -> Operation:
     """The operation, refreshed until it is no longer queued or ``timeout_s`` has passed."""
     deadline = time.monotonic() + timeout_s
     pause = 0.005
-    while operation.state == Operation.State.QUEUED and time.monotonic() < deadline:
+    while operation.state == Operation.State.QUEUED:
+        # Refresh before the first pause: when Celery is eager the operation has landed already
+        # (on commit, before this is called), and the copy in hand still says queued.
+        operation.refresh_from_db(fields=["state", "outcome", "error", "attempts", "finished"])
+        if operation.state != Operation.State.QUEUED or time.monotonic() >= deadline:
+            break
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, 0.1)
-        operation.refresh_from_db(fields=["state", "outcome", "error", "attempts", "finished"])
     return operation
 
 
@@ -116,7 +127,14 @@ def _land_batch(stream_id: int) -> int:
 
 def _land_once(stream_id: int, batch_size: int) -> int:
     with transaction.atomic():
-        stream = Stream.objects.select_for_update().select_related("repository").get(pk=stream_id)
+        # The stream's row only (of=self), and FOR NO KEY UPDATE: a plain FOR UPDATE of the join
+        # also locked the repository row and blocked the foreign-key checks (FOR KEY SHARE, at
+        # COMMIT: Django's constraints are deferred) of a concurrent proposal or operation insert
+        # that had bumped the repository's event_seq: a deadlock on PostgreSQL. Landers of one
+        # stream still take turns (NO KEY UPDATE conflicts with itself).
+        stream = (
+            Stream.objects.select_for_update(of=("self",), no_key=True).select_related("repository").get(pk=stream_id)
+        )
         operations = list(
             Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
             .select_related("proposal")

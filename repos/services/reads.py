@@ -12,10 +12,16 @@ from engine.trees import lookup, subtree
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Repository
-from .repositories import resolve_rev
+from .repositories import get_stream, resolve_rev
 from .stores import store_for
 
 MAX_LOG_LIMIT = 500
+
+
+def _is_object_id(text: str) -> bool:
+    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
+
+
 DEFAULT_LOG_LIMIT = 50
 #: Files above this size are listed in a diff but not spelled out in its patch.
 MAX_PATCH_FILE_BYTES = 1024 * 1024
@@ -125,7 +131,12 @@ def log(
         except EngineError as error:
             raise from_engine(error) from None
     store = store_for(repository.name)
-    start = resolve_rev(repository, rev or repository.default_stream) if cursor is None else None
+    start = None
+    if cursor is None:
+        name = rev or repository.default_stream
+        if not _is_object_id(name) and get_stream(repository, name).head is None:
+            return {"changesets": [], "next": None}  # an empty stream has an empty history
+        start = resolve_rev(repository, name)
     try:
         page = history.log_page(store, start, path or None, limit=size, cursor=cursor)
     except EngineError as error:

@@ -58,6 +58,11 @@ def create_repository(name: str) -> Repository:
     return repository
 
 
+def list_repositories():
+    """Every repository, by name (a queryset, for paging)."""
+    return Repository.objects.order_by("name")
+
+
 def get_repository(name: str) -> Repository:
     try:
         return Repository.objects.get(name=name)
@@ -99,3 +104,21 @@ def resolve_rev(repository: Repository, rev: str) -> str:
     if stream.head is None:
         raise NotFound(f"stream {rev!r} is empty")
     return stream.head
+
+
+def split_rev_path(repository: Repository, rev_and_path: str) -> tuple[str, str]:
+    """Split ``{rev}/{path}`` where both may contain '/' (URLs of files and blame).
+
+    A 40-hex first segment is a changeset id; otherwise the longest existing stream name that
+    prefixes the string wins. With none, the first segment is taken (resolving it then says
+    which stream is unknown).
+    """
+    segments = rev_and_path.split("/")
+    if re.fullmatch(r"[0-9a-f]{40}", segments[0]):
+        return segments[0], "/".join(segments[1:])
+    prefixes = ["/".join(segments[:cut]) for cut in range(1, len(segments))]
+    names = set(repository.streams.filter(name__in=prefixes).values_list("name", flat=True))
+    for cut in range(len(segments) - 1, 0, -1):
+        if "/".join(segments[:cut]) in names:
+            return "/".join(segments[:cut]), "/".join(segments[cut:])
+    return segments[0], "/".join(segments[1:])

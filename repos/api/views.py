@@ -1,0 +1,165 @@
+"""Repositories, streams, proposals, integration and operations (API.md).
+
+Content (blobs, changesets, tree, files) is in :mod:`.views_content`, history (diff, blame, log)
+in :mod:`.views_history`, events in :mod:`.events`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.response import Response
+
+from ..models import Operation
+from ..services import integration, proposals, repositories
+from . import serializers as s
+from .base import PAGE_PARAMETERS, ApiView, json_body, page, query_number, repository
+from .errors import error_from_dict
+
+#: The longest ``?wait=`` the integrate endpoint honours, seconds.
+MAX_INTEGRATE_WAIT_S = 60.0
+
+
+@extend_schema(tags=["repositories"])
+class ReposView(ApiView):
+    scopes = {"POST": "admin"}
+
+    @extend_schema(
+        operation_id="repos_list",
+        parameters=PAGE_PARAMETERS,
+        responses={200: s.RepositoryListSerializer, **s.errors(400)},
+    )
+    def get(self, request):
+        """Repositories by name, a page at a time."""
+        repos, next_cursor = page(repositories.list_repositories(), request, "name")
+        return Response({"repos": s.RepositorySerializer(repos, many=True).data, "next": next_cursor})
+
+    @extend_schema(request=s.RepositoryCreate, responses={201: s.RepositorySerializer, **s.errors(400)})
+    def post(self, request):
+        """Create a repository (scope ``admin``); its default stream ``main`` starts empty."""
+        created = repositories.create_repository(json_body(request).get("name"))
+        return Response(s.RepositorySerializer(created).data, status=201)
+
+
+@extend_schema(tags=["repositories"])
+class RepoView(ApiView):
+    @extend_schema(responses={200: s.RepositorySerializer, **s.errors(404)})
+    def get(self, request, repo):
+        return Response(s.RepositorySerializer(repository(repo)).data)
+
+
+@extend_schema(tags=["streams"])
+class StreamsView(ApiView):
+    @extend_schema(
+        operation_id="repos_streams_list",
+        parameters=PAGE_PARAMETERS,
+        responses={200: s.StreamListSerializer, **s.errors(400, 404)},
+    )
+    def get(self, request, repo):
+        """The repository's streams by name, a page at a time."""
+        streams, next_cursor = page(repository(repo).streams.all(), request, "name")
+        return Response({"streams": s.StreamSerializer(streams, many=True).data, "next": next_cursor})
+
+    @extend_schema(request=s.StreamCreate, responses={201: s.StreamSerializer, **s.errors(400, 404)})
+    def post(self, request, repo):
+        """Create a stream at the revision ``from`` (empty when omitted)."""
+        body = json_body(request)
+        stream = repositories.create_stream(repository(repo), body.get("name"), body.get("from"))
+        return Response(s.StreamSerializer(stream).data, status=201)
+
+
+@extend_schema(tags=["streams"])
+class StreamView(ApiView):
+    @extend_schema(responses={200: s.StreamSerializer, **s.errors(404)})
+    def get(self, request, repo, stream):
+        return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
+
+
+@extend_schema(tags=["proposals"])
+class ProposalsView(ApiView):
+    @extend_schema(
+        operation_id="repos_proposals_list",
+        parameters=[
+            OpenApiParameter("state", str, enum=["open", "integrated", "conflicted", "closed"]),
+            OpenApiParameter("stream", str),
+            *PAGE_PARAMETERS,
+        ],
+        responses={200: s.ProposalListSerializer, **s.errors(400, 404)},
+    )
+    def get(self, request, repo):
+        """Proposals, newest first, a page at a time."""
+        params = request.query_params
+        found = proposals.list_proposals(repository(repo), state=params.get("state"), stream=params.get("stream"))
+        rows, next_cursor = page(found.select_related("author__user"), request, "id", descending=True, cursor_type=int)
+        return Response({"proposals": s.ProposalSerializer(rows, many=True).data, "next": next_cursor})
+
+    @extend_schema(request=s.ProposalCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    def post(self, request, repo):
+        """Open a proposal to land ``head`` on ``stream``."""
+        body = json_body(request)
+        proposal = proposals.open_proposal(
+            repository(repo),
+            stream=body.get("stream"),
+            head=body.get("head"),
+            title=body.get("title", ""),
+            credential=request.auth,
+        )
+        return Response(s.ProposalSerializer(proposal).data, status=201)
+
+
+@extend_schema(tags=["proposals"])
+class ProposalView(ApiView):
+    @extend_schema(responses={200: s.ProposalSerializer, **s.errors(404)})
+    def get(self, request, repo, proposal_id):
+        return Response(s.ProposalSerializer(proposals.get_proposal(repository(repo), proposal_id)).data)
+
+
+@extend_schema(tags=["proposals"])
+class IntegrateView(ApiView):
+    scopes = {"POST": "integrate"}
+
+    @extend_schema(
+        request=s.EmptyBody,
+        parameters=[
+            OpenApiParameter(
+                "wait",
+                float,
+                description="Seconds to wait for the outcome "
+                f"(default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
+            )
+        ],
+        responses={
+            200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
+            202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
+            **s.errors(400, 404, 409, 503),
+        },
+    )
+    def post(self, request, repo, proposal_id):
+        """Integrate the proposal (scope ``integrate``); asking again answers the first outcome."""
+        json_body(request)  # nothing in it is read, but it must be JSON
+        default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
+        wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        operation = integration.wait_for(integration.request_integration(proposal), wait)
+        return operation_answer(operation)
+
+
+def operation_answer(operation: Operation) -> Response:
+    """The integrate endpoint's answer: the outcome (200), a pending operation (202), or its error."""
+    if operation.state == Operation.State.QUEUED:
+        location = reverse("api:operation", args=[operation.repository.name, operation.pk])
+        body = {"operation": operation.pk, "state": operation.state}
+        return Response(body, status=202, headers={"Location": location})
+    if operation.state == Operation.State.FAILED:
+        raise error_from_dict(operation.error or {})
+    return Response(operation.outcome)
+
+
+@extend_schema(tags=["proposals"])
+class OperationView(ApiView):
+    @extend_schema(responses={200: s.OperationSerializer, **s.errors(404)})
+    def get(self, request, repo, operation_id):
+        """An integration operation: queued, done (with ``outcome``) or failed (with ``error``)."""
+        return Response(s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data)
+
