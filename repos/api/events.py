@@ -1,4 +1,5 @@
-"""Server-Sent Events: ``GET /api/v1/repos/{repo}/events`` (API.md, "Events").
+"""The event feeds (API.md, "Events"): Server-Sent Events at ``GET /api/v1/repos/{repo}/events``
+and the same events as JSON over a WebSocket at ``/ws/repos/{repo}/events``.
 
 The feed reads the outbox (the Event table) in ``seq`` order. Sequence numbers are handed out
 under the repository row's write lock, in commit order and without gaps, so a reader that
@@ -26,14 +27,19 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 
+from urllib.parse import parse_qs
+
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
-from ..errors import Invalid
+from ..errors import ApiError, Invalid, Unauthenticated
 from ..models import Event
+from ..services.credentials import authenticate_token, require_scope
 from . import serializers as s
 from .base import ApiView, query_number, repository
 
@@ -89,10 +95,14 @@ def resume_point(request) -> int:
     return after
 
 
+def event_data(event: Event) -> dict:
+    """An event's data as both feeds send it: its payload plus ``seq`` and ``created``."""
+    return {**event.payload, "seq": event.seq, "created": event.created.isoformat().replace("+00:00", "Z")}
+
+
 def encode(event: Event) -> bytes:
     """One event in the SSE wire format."""
-    data = {**event.payload, "seq": event.seq, "created": event.created.isoformat().replace("+00:00", "Z")}
-    text = json.dumps(data, separators=(",", ":"), default=str)
+    text = json.dumps(event_data(event), separators=(",", ":"), default=str)
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {text}\n\n".encode()
 
 
@@ -141,3 +151,63 @@ class EventFeed:
             if pause is None:
                 return
             await asyncio.sleep(pause)
+
+
+# ------------------------------------------------------------------------------ WebSocket
+
+#: WebSocket close codes: 4000 + the HTTP status the same refusal gets over HTTP.
+CLOSE_CODES = {"invalid": 4400, "unauthenticated": 4401, "forbidden": 4403, "not_found": 4404}
+
+
+class EventsConsumer(AsyncWebsocketConsumer):
+    """``/ws/repos/{repo}/events?after=N&token=T``: every event as ``{"id", "event", "data"}``.
+
+    The token comes as ``?token=`` (browsers cannot set headers on a WebSocket) or in the
+    ``Authorization: Bearer`` header; it needs the ``read`` scope. The feed is the SSE feed's
+    (the same outbox, in ``seq`` order, resumable with ``?after=``), without its time limit:
+    it runs until the client goes away. A refusal accepts the socket and closes it at once with
+    a code of :data:`CLOSE_CODES`.
+    """
+
+    async def connect(self) -> None:
+        try:
+            repository_id, after = await database_sync_to_async(self._admit)()
+        except ApiError as error:
+            # Accept, then close: a socket closed before accepting is refused with a bare HTTP
+            # 403 during the handshake, and the client never learns why.
+            await self.accept()
+            await self.close(code=CLOSE_CODES.get(error.code, 4500))
+            return
+        await self.accept()
+        self.feed = EventFeed(repository_id, after, timeout_s=float("inf"))
+        self.task = asyncio.ensure_future(self._stream())
+
+    async def disconnect(self, code: int) -> None:
+        task = getattr(self, "task", None)
+        if task is not None:
+            task.cancel()
+
+    def _admit(self) -> tuple[int, int]:
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        headers = dict(self.scope.get("headers", []))
+        token = (query.get("token") or [""])[0]
+        authorization = headers.get(b"authorization", b"").decode()
+        if not token and authorization.lower().startswith("bearer "):
+            token = authorization[7:].strip()
+        if not token:
+            raise Unauthenticated("a token is required (?token= or Authorization: Bearer)")
+        require_scope(authenticate_token(token), "read")
+        found = repository(self.scope["url_route"]["kwargs"]["repo"])
+        raw = (query.get("after") or ["0"])[0]
+        if not raw.isdigit():
+            raise Invalid(f"an event id is a whole number, not {raw!r}")
+        return found.pk, int(raw)
+
+    async def _stream(self) -> None:
+        fetch = database_sync_to_async(self.feed.fetch)
+        while True:
+            events = await fetch()
+            for event in events:
+                await self.send(text_data=json.dumps({"id": event.seq, "event": event.kind, "data": event_data(event)}, default=str))
+            _, pause = self.feed.step(events)
+            await asyncio.sleep(pause or 0)
