@@ -122,7 +122,17 @@ if os.environ.get("DATABASE_URL"):
     # Only prod.txt installs dj-database-url; the embedded default must not need it.
     import dj_database_url
 
-    DATABASES = {"default": dj_database_url.config(conn_max_age=60, conn_health_checks=True)}
+    # Under ASGI every request runs in a thread of its own, so Django's persistent connections
+    # (CONN_MAX_AGE > 0) would leave one idle connection per request thread until PostgreSQL
+    # runs out ("too many clients"). Connections come from psycopg's pool instead, and are
+    # returned at the end of each request.
+    DATABASES = {"default": dj_database_url.config(conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": _env_int("AGENTGIT_DB_POOL_MIN", 2),
+            "max_size": _env_int("AGENTGIT_DB_POOL_MAX", 20),
+            "timeout": 10,
+        }
 else:
     DATABASES = {
         "default": {

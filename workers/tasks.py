@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.db import InterfaceError, OperationalError
 
 from repos.services import integration
 
 
-@shared_task(name="workers.tasks.land_stream")
+# A landing that meets a transient database failure (a lost connection, a deadlock victim, too
+# many clients) is tried again shortly, rather than leaving its operations queued until the next
+# landing of that stream or the next scheduled recovery. Landing is idempotent.
+_TRANSIENT = (OperationalError, InterfaceError)
+
+
+@shared_task(
+    name="workers.tasks.land_stream",
+    autoretry_for=_TRANSIENT,
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=True,
+    max_retries=8,
+)
 def land_stream(stream_id: int) -> int:
     """Drain a stream's landing queue (one worker at a time per stream: the stream's row lock)."""
     return integration.land_stream(stream_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from repos.models import Event, Operation, Proposal, Stream
+from repos.models import Event, Proposal, Stream
 from repos.services import integration
 from repos.services.content import create_changeset
 from repos.services.proposals import open_proposal

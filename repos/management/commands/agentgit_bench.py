@@ -1,9 +1,11 @@
-"""Benchmarks: ``manage.py agentgit_bench engine|candidates [--sizes ...] [--backend ...] ...``.
+"""Benchmarks: ``manage.py agentgit_bench engine|candidates|cycle [--sizes ...] [--backend ...] ...``.
 
 ``engine`` measures the engine's hot paths beside git; ``candidates`` measures the libraries the
-engine could have been built on (docs/adr/0001). A thin adapter: the benchmarks are
-``repos.benchmarks.engine_bench`` and ``.candidates`` (no Django there), the output formats are
-``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
+engine could have been built on (docs/adr/0001); ``cycle`` measures the agent's cycle (upload two
+files, changeset, proposal, integrate) per second over real HTTP against server (and worker)
+processes it starts itself, or against a running server with ``--url``/``--token``. A thin adapter:
+the benchmarks are ``repos.benchmarks.engine_bench``, ``.candidates`` and ``.cycle`` (no Django
+there), the output formats are ``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
 write the same results to files. A row whose assertion fails (a wrong outcome, or git
 disagreeing with the engine) makes the command fail with the row named, after printing the
 table, and no result file is written.
@@ -28,6 +30,7 @@ from repos.benchmarks.engine_bench import (
     RowResult,
     run_engine_benchmark,
 )
+from repos.benchmarks import cycle
 from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
 
@@ -42,6 +45,24 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
+def _choices(allowed: tuple[str, ...]):
+    def parse(text: str) -> list[str]:
+        chosen = [part.strip() for part in text.split(",") if part.strip()]
+        wrong = [part for part in chosen if part not in allowed]
+        if not chosen or wrong:
+            raise argparse.ArgumentTypeError(f"comma-separated, of: {', '.join(allowed)}")
+        return chosen
+
+    return parse
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"NAME=VALUE, not {text!r}")
+    return name, value
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -50,10 +71,13 @@ def _positive(text: str) -> int:
 
 
 class Command(BaseCommand):
-    help = "Measure the engine's hot paths by repository size, beside the git binary doing the same work."
+    help = (
+        "Measure the engine's hot paths by repository size beside the git binary doing the same work (engine), "
+        "the candidate libraries (candidates), or the agent's cycle over HTTP against real processes (cycle)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("suite", choices=["engine", "candidates"], help="what to benchmark")
+        parser.add_argument("suite", choices=["engine", "candidates", "cycle"], help="what to benchmark")
         parser.add_argument(
             "--sizes",
             type=_sizes,
@@ -64,8 +88,27 @@ class Command(BaseCommand):
         parser.add_argument("--samples", type=_positive, default=DEFAULT_SAMPLES)
         parser.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
         parser.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
+        group = parser.add_argument_group("cycle", "options of the cycle suite")
+        group.add_argument("--modes", type=_choices(cycle.MODES), default=list(cycle.MODES),
+                           help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
+                           "uvicorn workers, celery workers); comma-separated (default: both)")
+        group.add_argument("--scenarios", type=_choices(cycle.SCENARIOS), default=list(cycle.SCENARIOS),
+                           help="streams (a stream per writer) and/or stream (all on main); default: both")
+        group.add_argument("--writers", type=_positive, default=16, help="closed-loop writers (default: %(default)s)")
+        group.add_argument("--duration", type=float, default=15.0, help="seconds per row (default: %(default)s)")
+        group.add_argument("--server-workers", type=_positive, default=2, help="uvicorn --workers, production mode")
+        group.add_argument("--celery-workers", type=_positive, default=2, help="celery worker processes, production mode")
+        group.add_argument("--celery-concurrency", type=_positive, default=1, help="pool size of each celery worker")
+        group.add_argument("--env", action="append", default=[], type=_assignment, metavar="NAME=VALUE",
+                           help="an environment variable for every process started (repeatable), e.g. "
+                           "AGENTGIT_LANDING_BATCH=64")
+        group.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
+        group.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
 
     def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+        if suite == "cycle":
+            self.cycle(json_path, markdown_path, **options)
+            return
         if suite == "candidates":
             self.candidates(sizes, samples, json_path, markdown_path)
             return
@@ -84,6 +127,30 @@ class Command(BaseCommand):
             Path(json_path).write_text(json.dumps(to_json(run), indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(to_markdown(run))
+
+    def cycle(self, json_path, markdown_path, *, modes, scenarios, writers, duration, url, token, **options) -> None:
+        if url:
+            if not token:
+                raise CommandError("--url needs --token")
+            report = cycle.run_against(url, token, scenarios=scenarios, writers=writers, duration_s=duration)
+        else:
+            report = cycle.run_cycle_benchmark(
+                modes=modes,
+                scenarios=scenarios,
+                writers=writers,
+                duration_s=duration,
+                server_workers=options["server_workers"],
+                celery_workers=options["celery_workers"],
+                celery_concurrency=options["celery_concurrency"],
+                env=dict(options["env"]),
+                log=lambda text: self.stderr.write(text),
+            )
+        table = cycle.format_report(report)
+        self.stdout.write(table, ending="")
+        if json_path:
+            Path(json_path).write_text(cycle.to_json(report))
+        if markdown_path:
+            Path(markdown_path).write_text(table)
 
     def candidates(self, sizes, samples, json_path, markdown_path) -> None:
         with tqdm(file=sys.stderr, disable=None, unit="cell") as bar:

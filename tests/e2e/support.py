@@ -1,0 +1,109 @@
+"""What the end-to-end tests share: real processes, a real HTTP client, and the oracles.
+
+The process machinery — a fresh data directory, a fresh PostgreSQL database
+(``agentgit_e2e_<random>``, dropped afterwards), a Redis database index of its own (8–15, held by
+a lock file, flushed), ``manage.py migrate`` and ``agentgit_credential create`` in subprocesses,
+``uvicorn`` and ``celery worker`` processes in process groups of their own with bounded readiness
+waits and a kill on teardown — lives in :mod:`repos.benchmarks.cycle`, because the cycle
+benchmark (``manage.py agentgit_bench cycle``) starts the very same deployments. This module
+re-exports it and adds what only tests need: git as an oracle, direct reads of the deployment's
+database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from repos.benchmarks.cycle import (
+    ApiClient,
+    ApiFailure,
+    Deployment,
+    DeploymentError,
+    LoadResult,
+    Process,
+    prepare_repository,
+    run_writers,
+    writer_files,
+)
+
+__all__ = [  # re-exported for the tests
+    "ApiClient", "ApiFailure", "Deployment", "DeploymentError", "LoadResult", "Process",
+    "prepare_repository", "run_writers", "writer_files",
+    "LANDING_TIMEOUT_S", "TEXT", "blob_id", "git", "fsck", "rev_list",
+    "sql", "operations_of", "events_of", "queued_operations",
+]  # fmt: skip
+
+#: A generous bound on waiting for an integration to land: a loaded 2-core CI machine is slow, but
+#: nothing may hang forever (process start-ups have their own bounds in repos.benchmarks.cycle).
+LANDING_TIMEOUT_S = 60
+
+TEXT = "".join(f"line {i}\n" for i in range(1, 11))
+
+
+def blob_id(data: bytes) -> str:
+    """git's id of a blob with these bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+# ------------------------------------------------------------------------------ git, the oracle
+
+
+def git(repository_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-c", f"safe.directory={repository_dir}", *args],
+        cwd=repository_dir, capture_output=True, text=True, timeout=120, check=check,
+    )  # fmt: skip
+
+
+def fsck(repository_dir: Path, *heads: str) -> str:
+    """``git fsck --strict`` of everything reachable from ``heads``: every object the heads name
+    exists and is well formed. Returns git's output; raises AssertionError with it on failure."""
+    done = git(repository_dir, "fsck", "--strict", "--no-dangling", "--no-progress", *heads, check=False)
+    output = done.stdout + done.stderr
+    problems = [
+        line for line in output.splitlines()
+        if line.strip() and not line.startswith("notice:")  # "HEAD points to an unborn branch"
+    ]  # fmt: skip
+    if done.returncode != 0 or problems:
+        raise AssertionError(f"git fsck --strict failed ({done.returncode}) in {repository_dir}:\n{output}")
+    return output
+
+
+def rev_list(repository_dir: Path, head: str) -> list[str]:
+    """Every commit reachable from ``head``, by git."""
+    return git(repository_dir, "rev-list", head).stdout.split()
+
+
+# ------------------------------------------------------------------------------ the database
+
+
+def sql(deployment: Deployment, query: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on the deployment's own database (PostgreSQL, or the SQLite file read-only)."""
+    if deployment.database is not None:
+        return deployment.database.query(query, params)
+    path = deployment.data_dir / "agentgit.sqlite3"
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute(query.replace("%s", "?"), params).fetchall()
+    finally:
+        connection.close()
+
+
+def operations_of(deployment: Deployment, proposal_id: int) -> list[tuple[str, dict | str | None]]:
+    """``(state, outcome)`` of every operation of a proposal, oldest first."""
+    return sql(deployment, "SELECT state, outcome FROM repos_operation WHERE proposal_id = %s ORDER BY id", (proposal_id,))
+
+
+def events_of(deployment: Deployment, proposal_id: int, kind: str) -> int:
+    """How many events of ``kind`` name the proposal."""
+    rows = sql(deployment, "SELECT payload FROM repos_event WHERE kind = %s", (kind,))
+    payloads = [row[0] if isinstance(row[0], dict) else json.loads(row[0]) for row in rows]
+    return sum(1 for payload in payloads if payload.get("proposal") == proposal_id)
+
+
+def queued_operations(deployment: Deployment) -> int:
+    return sql(deployment, "SELECT count(*) FROM repos_operation WHERE state = 'queued'")[0][0]

@@ -1,0 +1,86 @@
+"""A worker killed in the middle of landing loses nothing and lands nothing twice.
+
+Production mode (PostgreSQL, Redis, uvicorn, Celery). For each crash point of the landing
+(``repos.services.integration.CRASH_POINTS``): a worker started with ``AGENTGIT_CRASH_AT=<point>``
+(the solo pool, so the worker process itself is what dies) takes the integration of a proposal
+that needs a merge and SIGKILLs itself at that step. Then a normal worker starts; recovery runs
+when it is ready (workers/tasks.py). Afterwards: the proposal has exactly one operation and it is
+done; exactly one ``stream.integrate`` event names it; the proposal is integrated, once; the stream
+head is the merge of the old head and the proposal, holding both changes; ``git fsck --strict``
+finds every object the head names.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import pytest
+
+from repos.services.integration import CRASH_POINTS
+
+from .support import LANDING_TIMEOUT_S, TEXT, ApiClient, events_of, fsck, operations_of, queued_operations
+
+
+@pytest.fixture(scope="module")
+def client(production):
+    with ApiClient(production.url, production.token) as api:
+        yield api
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, client, point):
+    repo = f"crash-{point.replace('_', '-')}"
+    client.create_repo(repo)
+    # A stream whose head is not an ancestor of the proposal: landing it writes a merge changeset.
+    # The head is set by creating the stream at a revision, so no worker is needed yet.
+    base = client.write(repo, None, {"f.txt": TEXT, "g.txt": "g\n"}, "base")
+    theirs = client.write(repo, base, {"g.txt": "g changed on the stream\n"}, "on the stream")
+    client.create_stream(repo, "target", theirs)
+    mine = client.write(repo, base, {"f.txt": TEXT.replace("line 3\n", "line three\n")}, "proposed")
+    proposal = client.open_proposal(repo, mine, stream="target")["id"]
+
+    crashing = production.start_worker(env={"AGENTGIT_CRASH_AT": point}, pool="solo")
+    answer = client.integrate_raw(repo, proposal, wait=0)
+    assert answer.status_code == 202, answer.text
+    operation = answer.json()["operation"]
+
+    status = crashing.wait_exit(LANDING_TIMEOUT_S)
+    assert status == -signal.SIGKILL, f"the worker exited with {status}, not SIGKILL:\n{crashing.log_tail()}"
+    crashing.kill()  # nothing of it may linger (its group)
+    if point == "committed":  # it died after the commit: the landing is complete already
+        assert client.operation(repo, operation)["state"] == "done"
+    else:  # it died inside the transaction: rolled back, nothing moved
+        assert client.operation(repo, operation)["state"] == "queued"
+        assert client.head(repo, "target") == theirs
+        assert events_of(production, proposal, "stream.integrate") == 0
+
+    recovering = production.start_worker()
+    try:
+        done = client.wait_operation(repo, operation, LANDING_TIMEOUT_S)
+    finally:
+        recovering.stop()
+    if point != "committed":  # landed by recovery at worker start (the task's message is unacked)
+        assert re.search(r"workers\.tasks\.recover\[[^\]]+\] succeeded in [0-9.]+s: 1\b", recovering.log()), recovering.log_tail()
+
+    assert done["state"] == "done", done
+    outcome = done["outcome"]
+    assert outcome["outcome"] == "merge", outcome
+    assert [state for state, _ in operations_of(production, proposal)] == ["done"]
+    assert events_of(production, proposal, "stream.integrate") == 1
+    assert queued_operations(production) == 0
+
+    head = client.head(repo, "target")
+    assert head == outcome["stream_head"] == outcome["changeset"]
+    assert client.get_json(f"/repos/{repo}/changesets/{head}")["parents"] == [theirs, mine]
+    assert client.file(repo, head, "f.txt") == TEXT.replace("line 3\n", "line three\n").encode()
+    assert client.file(repo, head, "g.txt") == b"g changed on the stream\n"
+    state = client.proposal(repo, proposal)
+    assert state["state"] == "integrated" and state["changeset"] == head
+    fsck(production.repository_dir(repo), head)
+
+    # Asking again is the same answer, and lands nothing more.
+    again = client.integrate_raw(repo, proposal, wait=0)
+    assert again.status_code == 200 and again.json() == outcome
+    assert events_of(production, proposal, "stream.integrate") == 1
+    assert client.head(repo, "target") == head
