@@ -65,6 +65,18 @@ def test_integrations_are_landed_by_the_worker_pool_not_the_server(production, c
 
 def test_the_acceptance_scenario_over_http(production, client, worker):
     tasks_before = landed_tasks(worker)
+    scenario(production, client)
+    assert landed_tasks(worker) - tasks_before >= 1  # every integration ran in the worker pool
+
+
+def test_the_acceptance_scenario_over_http_on_the_embedded_default(embedded):
+    """The same scenario on SQLite with Celery eager: integrations land in the server process."""
+    with ApiClient(embedded.url, embedded.token) as api:
+        scenario(embedded, api)
+
+
+def scenario(production, client) -> None:
+    """Everything the acceptance asks of the API, against a running deployment."""
     outcomes: dict[str, dict] = {}
 
     def land(name: str, head: str) -> dict:
@@ -192,6 +204,4 @@ def test_the_acceptance_scenario_over_http(production, client, worker):
     seqs = [row[0] for row in sql(production, "SELECT seq FROM repos_event e JOIN repos_repository r ON r.id = e.repository_id WHERE r.name = %s ORDER BY seq", (REPO,))]
     assert seqs == list(range(1, len(seqs) + 1))
 
-    # Every integration ran in the worker, and the objects are whole.
-    assert landed_tasks(worker) - tasks_before >= 1
-    fsck(production.repository_dir(REPO), head)
+    fsck(production.repository_dir(REPO), head)  # the objects are whole
