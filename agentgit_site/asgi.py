@@ -10,11 +10,12 @@ django_application = get_asgi_application()  # set up Django before importing co
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from agentgit_site.bodylimit import BodyLimit  # noqa: E402
 from repos.api.events import EventsConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        "http": BodyLimit(django_application),
         "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
     }
 )
