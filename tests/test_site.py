@@ -1,20 +1,14 @@
 """The site as served: health check, database durability settings, admin, a real server."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
+import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from repos.benchmarks.deployment import Deployment
+
 
 
 def test_healthz_answers_ok_json(client):
@@ -87,58 +81,8 @@ def test_serve_info_says_when_the_stored_password_is_stale(settings, tmp_path, c
     assert (tmp_path / "admin-password").read_text().strip() not in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_uvicorn_serves_healthz_over_http(tmp_path):
-    env = {
-        **os.environ,
-        "AGENTGIT_DATA_DIR": str(tmp_path / "data"),
-        "DJANGO_SETTINGS_MODULE": "agentgit_site.settings",
-    }
-    env.pop("DATABASE_URL", None)
-    migrate = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )
-    assert migrate.returncode == 0, migrate.stderr
-    port = _free_port()
-    log = tmp_path / "uvicorn.log"
-    with log.open("wb") as log_file:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "agentgit_site.asgi:application",
-             "--host", "127.0.0.1", "--port", str(port), "--lifespan", "off"],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-        )
-    try:
-        body = _get_when_up(f"http://127.0.0.1:{port}/healthz", server, log, deadline_s=30)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    assert body == b'{"status": "ok"}'
-
-
-def _get_when_up(url: str, server: subprocess.Popen, log: Path, deadline_s: float) -> bytes:
-    """GET ``url`` once the server accepts connections; fail with its log otherwise."""
-    # Bypass any http_proxy from the environment: the server is on loopback.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    deadline = time.monotonic() + deadline_s
-    while True:
-        if server.poll() is not None:
-            pytest.fail(f"server exited with {server.returncode}:\n{log.read_text()}")
-        try:
-            with opener.open(url, timeout=2) as response:
-                return response.read()
-        except urllib.error.HTTPError:
-            raise
-        except OSError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"no answer within {deadline_s}s:\n{log.read_text()}")
-            time.sleep(0.1)
+def test_uvicorn_serves_healthz_over_http():
+    with Deployment("embedded") as server:  # migrates a fresh data directory, then starts uvicorn
+        server.start_server()
+        answer = httpx.get(f"{server.url}/healthz", timeout=10, trust_env=False)
+    assert answer.status_code == 200 and answer.json() == {"status": "ok"}

@@ -6,20 +6,12 @@ Integration lands on commit (Celery is eager), so tests that integrate need real
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import httpx
 import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import CredentialFactory
 
-ROOT = Path(__file__).resolve().parents[2]
 ALL_BUT_ADMIN = ["read", "write", "integrate"]
 
 
@@ -115,66 +107,3 @@ def lines(count: int, **changed: str) -> str:
     """A text of ``count`` numbered lines, with ``l3="new"`` replacing line 3."""
     return "".join(changed.get(f"l{n}", f"line {n}") + "\n" for n in range(1, count + 1))
 
-
-# A real server, for the over-HTTP test.
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_env(data_dir: Path) -> dict[str, str]:
-    env = {**os.environ, "AGENTGIT_DATA_DIR": str(data_dir), "DJANGO_SETTINGS_MODULE": "agentgit_site.settings"}
-    for variable in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"):
-        env.pop(variable, None)  # the embedded default: SQLite, eager Celery
-    return env
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-class Server:
-    """uvicorn serving the site on a free port; always stopped on exit."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.env, self.log = env, log
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> "Server":
-        with self.log.open("wb") as log_file:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "agentgit_site.asgi:application",
-                 "--host", "127.0.0.1", "--port", str(self.port), "--lifespan", "off"],
-                cwd=ROOT, env=self.env, stdout=log_file, stderr=subprocess.STDOUT,
-            )
-        self.wait_until_up(deadline_s=30)
-        return self
-
-    def wait_until_up(self, deadline_s: float) -> None:
-        deadline = time.monotonic() + deadline_s
-        while True:
-            if self.process.poll() is not None:
-                pytest.fail(f"server exited with {self.process.returncode}:\n{self.log.read_text()}")
-            try:
-                httpx.get(f"{self.base}/healthz", timeout=2, trust_env=False)
-                return
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"no answer within {deadline_s}s:\n{self.log.read_text()}")
-                time.sleep(0.1)
-
-    def __exit__(self, *exc_info) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()

@@ -11,7 +11,7 @@ import socket
 
 import httpx
 
-from .conftest import Server, manage, server_env
+from repos.benchmarks.deployment import Deployment
 
 
 def _send_part_and_read_answer(port: int, head: bytes, body_start: bytes) -> tuple[int, dict]:
@@ -27,13 +27,13 @@ def _send_part_and_read_answer(port: int, head: bytes, body_start: bytes) -> tup
     return status, json.loads(answer.split(b"\r\n\r\n", 1)[1])
 
 
-def test_oversized_bodies_are_refused_before_they_are_read(tmp_path):
-    env = {**server_env(tmp_path / "data"), "AGENTGIT_MAX_BODY_BYTES": "1000"}
-    manage(env, "migrate", "--noinput")
-    token = manage(env, "agentgit_credential", "create", "--user", "u", "--scopes", "admin").strip().splitlines()[-1]
-    with Server(env, tmp_path / "uvicorn.log") as server:
+def test_oversized_bodies_are_refused_before_they_are_read():
+    with Deployment("embedded", env={"AGENTGIT_MAX_BODY_BYTES": "1000"}) as server:
+        token = server.create_token("u", scopes="admin")
+        server.start_server()
+        server.port = int(server.url.rsplit(":", 1)[1])
         auth = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=f"{server.base}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
+        with httpx.Client(base_url=f"{server.url}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
             assert http.post("/repos", json={"name": "demo"}).status_code == 201
             small = http.post("/repos/demo/blobs", content=b"z" * 900)
             assert small.status_code == 201

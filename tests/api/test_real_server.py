@@ -7,18 +7,15 @@ import time
 
 import httpx
 
-from .conftest import Server, manage, server_env
+from repos.benchmarks.deployment import Deployment
 
 
-def test_core_scenario_over_http(tmp_path):
-    env = server_env(tmp_path / "data")
-    manage(env, "migrate", "--noinput")
-    created = manage(env, "agentgit_credential", "create", "--user", "ci", "--scopes", "read,write,integrate,admin")
-    token = created.strip().splitlines()[-1]
-
-    with Server(env, tmp_path / "uvicorn.log") as server:
+def test_core_scenario_over_http():
+    with Deployment("embedded") as server:
+        token = server.create_token("ci")
+        server.start_server()
         auth = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=f"{server.base}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
+        with httpx.Client(base_url=f"{server.url}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
             assert http.post("/repos", json={"name": "demo"}).status_code == 201
             blob = http.post("/repos/demo/blobs", content=b"hello\n").json()["id"]
             base = http.post(
@@ -41,7 +38,7 @@ def test_core_scenario_over_http(tmp_path):
             assert http.get("/repos/demo/files/main/a.txt").content == b"hello from alice\n"
             assert http.get("/repos/demo/files/main/b.txt").content == b"b from bob\n"
             assert http.get("/repos/demo/streams/main").json()["head"] == merged["stream_head"]
-            unauthenticated = httpx.get(f"{server.base}/api/v1/repos", trust_env=False)
+            unauthenticated = httpx.get(f"{server.url}/api/v1/repos", trust_env=False)
             assert unauthenticated.status_code == 401 and unauthenticated.json()["error"]["code"] == "unauthenticated"
 
             # The event stream is streamed (not buffered until its timeout) under ASGI.
@@ -60,13 +57,13 @@ def test_core_scenario_over_http(tmp_path):
             last = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")][-1]
             assert last["outcome"] == "merge" and last["head"] == merged["stream_head"]
 
-        ready = httpx.get(f"{server.base}/readyz", trust_env=False)
+        ready = httpx.get(f"{server.url}/readyz", trust_env=False)
         assert ready.status_code == 200 and ready.json()["status"] == "ok"
-        assert "agentgit_repositories 1" in httpx.get(f"{server.base}/metrics", trust_env=False).text
-        schema = httpx.get(f"{server.base}/api/v1/schema?format=json", trust_env=False).json()
+        assert "agentgit_repositories 1" in httpx.get(f"{server.url}/metrics", trust_env=False).text
+        schema = httpx.get(f"{server.url}/api/v1/schema?format=json", trust_env=False).json()
         assert "/api/v1/repos/{repo}/changesets" in schema["paths"]
-    log = (tmp_path / "uvicorn.log").read_text()
-    assert "Traceback" not in log and "synchronous iterators" not in log, log
+        log = server.server.log()  # the whole uvicorn log, not a tail
+        assert "Traceback" not in log and "synchronous iterators" not in log, log
 
 
 def commit(http: httpx.Client, parent: str, path: str, text: str) -> str:

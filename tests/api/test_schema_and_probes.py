@@ -11,7 +11,7 @@ from django.urls import URLPattern
 
 from repos.api import urls as api_urls
 
-from .conftest import free_port
+from repos.benchmarks.deployment import free_port
 
 PUBLIC_ROUTES = {"schema", "docs"}
 

@@ -9,24 +9,22 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from .conftest import Server, manage, server_env
+from repos.benchmarks.deployment import Deployment
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("websocket")
-    env = server_env(tmp_path / "data")
-    manage(env, "migrate", "--noinput")
-    created = manage(env, "agentgit_credential", "create", "--user", "ws", "--scopes", "read,write,integrate,admin")
-    reader = manage(env, "agentgit_credential", "create", "--user", "w", "--scopes", "write")
-    with Server(env, tmp_path / "uvicorn.log") as server:
-        yield server, created.strip().splitlines()[-1], reader.strip().splitlines()[-1]
+def served():
+    with Deployment("embedded") as server:
+        token, writer = server.create_token("ws"), server.create_token("w", scopes="write")
+        server.start_server()
+        server.port = int(server.url.rsplit(":", 1)[1])
+        yield server, token, writer
 
 
 def test_events_arrive_as_json_and_resume_after_an_id(served):
     server, token, _ = served
     auth = {"Authorization": f"Bearer {token}"}
-    with httpx.Client(base_url=f"{server.base}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
+    with httpx.Client(base_url=f"{server.url}/api/v1", headers=auth, timeout=30, trust_env=False) as http:
         assert http.post("/repos", json={"name": "demo"}).status_code == 201
         url = f"ws://127.0.0.1:{server.port}/ws/repos/demo/events?token={token}"
         with connect(url, open_timeout=10) as socket:
@@ -56,7 +54,7 @@ def test_events_arrive_as_json_and_resume_after_an_id(served):
 def test_refusals_close_with_the_code_of_their_http_status(served, query, code):
     server, token, writer = served
     url = f"ws://127.0.0.1:{server.port}/ws/repos/demo/events" + query.format(token=token, writer=writer)
-    httpx.post(f"{server.base}/api/v1/repos", json={"name": "demo"}, headers={"Authorization": f"Bearer {token}"})
+    httpx.post(f"{server.url}/api/v1/repos", json={"name": "demo"}, headers={"Authorization": f"Bearer {token}"})
     with pytest.raises(ConnectionClosed) as closed:
         with connect(url, open_timeout=10) as socket:
             socket.recv(timeout=10)

@@ -4,7 +4,7 @@ The process machinery — a fresh data directory, a fresh PostgreSQL database
 (``agentgit_e2e_<random>``, dropped afterwards), a Redis database index of its own (8–15, held by
 a lock file, flushed), ``manage.py migrate`` and ``agentgit_credential create`` in subprocesses,
 ``uvicorn`` and ``celery worker`` processes in process groups of their own with bounded readiness
-waits and a kill on teardown — lives in :mod:`repos.benchmarks.cycle`, because the cycle
+waits and a kill on teardown — lives in :mod:`repos.benchmarks.deployment`, because the cycle
 benchmark (``manage.py agentgit_bench cycle``) starts the very same deployments. This module
 re-exports it and adds what only tests need: git as an oracle, direct reads of the deployment's
 database.
@@ -18,17 +18,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from repos.benchmarks.cycle import (
-    ApiClient,
-    ApiFailure,
-    Deployment,
-    DeploymentError,
-    LoadResult,
-    Process,
-    prepare_repository,
-    run_writers,
-    writer_files,
-)
+from repos.benchmarks.cycle import LoadResult, prepare_repository, run_writers, writer_files
+from repos.benchmarks.deployment import ApiClient, ApiFailure, Deployment, DeploymentError, Process
 
 __all__ = [  # re-exported for the tests
     "ApiClient", "ApiFailure", "Deployment", "DeploymentError", "LoadResult", "Process",
@@ -38,7 +29,7 @@ __all__ = [  # re-exported for the tests
 ]  # fmt: skip
 
 #: A generous bound on waiting for an integration to land: a loaded 2-core CI machine is slow, but
-#: nothing may hang forever (process start-ups have their own bounds in repos.benchmarks.cycle).
+#: nothing may hang forever (process start-ups have their own bounds in repos.benchmarks.deployment).
 LANDING_TIMEOUT_S = 60
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 11))

@@ -30,7 +30,7 @@ from repos.benchmarks.engine_bench import (
     RowResult,
     run_engine_benchmark,
 )
-from repos.benchmarks import cycle
+from repos.benchmarks import cycle, deployment
 from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
 
@@ -89,7 +89,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
         parser.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
         group = parser.add_argument_group("cycle", "options of the cycle suite")
-        group.add_argument("--modes", type=_choices(cycle.MODES), default=list(cycle.MODES),
+        group.add_argument("--modes", type=_choices(deployment.MODES), default=list(deployment.MODES),
                            help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
                            "uvicorn workers, celery workers); comma-separated (default: both)")
         group.add_argument("--scenarios", type=_choices(cycle.SCENARIOS), default=list(cycle.SCENARIOS),
