@@ -2,6 +2,8 @@
 
 PORT ?= 8000
 HOST ?= 127.0.0.1
+# Server processes: one process runs Python on one core at a time (docs/adr/0002).
+WORKERS ?= 2
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -14,7 +16,7 @@ INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
-	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --lifespan off
+	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off
 
 test: setup
 	$(PY) -m pytest -n 2
