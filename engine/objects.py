@@ -36,9 +36,14 @@ _HEX40 = re.compile(r"[0-9a-f]{40}\Z")
 EMPTY_TREE_ID = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
+def is_object_id(value: object) -> bool:
+    """Whether ``value`` is a full lowercase 40-hex object id."""
+    return isinstance(value, str) and _HEX40.match(value) is not None
+
+
 def check_object_id(value: object) -> ObjectId:
     """Return ``value`` if it is a full lowercase 40-hex id, else raise :class:`InvalidObjectId`."""
-    if isinstance(value, str) and _HEX40.match(value):
+    if is_object_id(value):
         return value
     raise InvalidObjectId(f"not a 40-hex object id: {value!r}")
 

@@ -66,6 +66,10 @@ class ObjectStore(ABC):
         """Whether the object is stored."""
 
     @abstractmethod
+    def kind(self, oid: ObjectId) -> str | None:
+        """The object's kind (blob, tree, commit) without reading its content; None if absent."""
+
+    @abstractmethod
     def _read_raw(self, oid: ObjectId) -> tuple[str, bytes] | None:
         """``(kind, content)`` of a stored object, or None if absent."""
 
@@ -217,6 +221,10 @@ class MemoryStore(ObjectStore):
     def contains(self, oid: ObjectId) -> bool:
         return oid in self._objects
 
+    def kind(self, oid: ObjectId) -> str | None:
+        found = self._objects.get(oid)
+        return None if found is None else found[0]
+
     def _read_raw(self, oid: ObjectId) -> tuple[str, bytes] | None:
         return self._objects.get(oid)
 
@@ -293,6 +301,13 @@ class DiskStore(ObjectStore):
         # On a miss libgit2 rescans the pack directory, so packs written since (by this
         # or another process) are found.
         return oid in self._odb
+
+    def kind(self, oid: ObjectId) -> str | None:
+        try:
+            number, _size = self._odb.read_header(oid)
+        except KeyError:  # pygit2's NotFoundError is a KeyError
+            return None
+        return _NUMBER_KIND[number]
 
     def _read_raw(self, oid: ObjectId) -> tuple[str, bytes] | None:
         try:

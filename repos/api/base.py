@@ -77,8 +77,8 @@ def _check_length(header: str | None) -> None:
 
 
 def read_body(request) -> bytes:
-    """The raw request body, within the size limit (a chunked body has no Content-Length to check)."""
-    _check_length(request.META.get("CONTENT_LENGTH"))
+    """The raw request body, within the size limit (``initial`` checked a declared Content-Length;
+    a chunked body has none, so its length is checked here)."""
     body = request.body  # Django raises RequestDataTooBig past DATA_UPLOAD_MAX_MEMORY_SIZE
     limit = settings.AGENTGIT["MAX_BODY_BYTES"]
     if len(body) > limit:

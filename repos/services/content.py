@@ -48,8 +48,7 @@ def has_blob(repository: Repository, oid: str) -> bool:
         check_object_id(oid)
     except EngineError as error:
         raise from_engine(error) from None
-    store = store_for(repository.name)
-    return store.contains(oid) and store.read(oid)[0] == BLOB
+    return store_for(repository.name).kind(oid) == BLOB
 
 
 def parse_operations(raw: object) -> tuple[list[engine_changeset.Operation], list[bytes], list[dict]]:

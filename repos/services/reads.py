@@ -6,7 +6,7 @@ import difflib
 
 from engine import history
 from engine.errors import EngineError
-from engine.objects import MODE_TREE, is_binary, split_lines, split_path
+from engine.objects import MODE_TREE, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
 from engine.trees import lookup, subtree
 
@@ -16,10 +16,6 @@ from .repositories import get_stream, resolve_rev
 from .stores import store_for
 
 MAX_LOG_LIMIT = 500
-
-
-def _is_object_id(text: str) -> bool:
-    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
 
 
 DEFAULT_LOG_LIMIT = 50
@@ -134,7 +130,7 @@ def log(
     start = None
     if cursor is None:
         name = rev or repository.default_stream
-        if not _is_object_id(name) and get_stream(repository, name).head is None:
+        if not is_object_id(name) and get_stream(repository, name).head is None:
             return {"changesets": [], "next": None}  # an empty stream has an empty history
         start = resolve_rev(repository, name)
     try:

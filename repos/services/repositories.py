@@ -7,7 +7,7 @@ import re
 from django.db import IntegrityError, transaction
 
 from engine.errors import EngineError
-from engine.objects import check_object_id
+from engine.objects import check_object_id, is_object_id
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Repository, Stream
@@ -92,7 +92,7 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
 
 def resolve_rev(repository: Repository, rev: str) -> str:
     """The changeset a revision names: a full commit id (which must exist) or a stream's head."""
-    if isinstance(rev, str) and len(rev) == 40 and re.fullmatch(r"[0-9a-f]{40}", rev):
+    if is_object_id(rev):
         try:
             store_for(repository.name).read_commit(check_object_id(rev))
         except EngineError as error:
@@ -114,7 +114,7 @@ def split_rev_path(repository: Repository, rev_and_path: str) -> tuple[str, str]
     which stream is unknown).
     """
     segments = rev_and_path.split("/")
-    if re.fullmatch(r"[0-9a-f]{40}", segments[0]):
+    if is_object_id(segments[0]):
         return segments[0], "/".join(segments[1:])
     prefixes = ["/".join(segments[:cut]) for cut in range(1, len(segments))]
     names = set(repository.streams.filter(name__in=prefixes).values_list("name", flat=True))

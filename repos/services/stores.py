@@ -33,12 +33,6 @@ def store_for(name: str) -> DiskStore:
     return store
 
 
-def forget_store(name: str) -> None:
-    """Drop the cached store (the repository was deleted)."""
-    with _lock:
-        _stores.pop(repository_path(name), None)
-
-
 def server_signature() -> Signature:
     """The committer of changesets the server writes itself (merges)."""
     return Signature(settings.AGENTGIT["COMMITTER_NAME"], settings.AGENTGIT["COMMITTER_EMAIL"], int(time.time()))

@@ -40,16 +40,17 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="module")
 def production() -> Deployment:
     """PostgreSQL + Redis + ``uvicorn --workers 2``; no Celery worker (tests start their own)."""
-    with Deployment("production") as deployment:
-        deployment.start_server(workers=2)
-        deployment.token = deployment.create_token("agent", rate=100_000, burst=100_000)
-        yield deployment
+    yield from _served("production", workers=2)
 
 
 @pytest.fixture(scope="module")
 def embedded() -> Deployment:
     """The embedded default: SQLite, Celery eager, one ``uvicorn`` process."""
-    with Deployment("embedded") as deployment:
-        deployment.start_server(workers=1)
+    yield from _served("embedded", workers=1)
+
+
+def _served(mode: str, workers: int):
+    with Deployment(mode) as deployment:
+        deployment.start_server(workers=workers)
         deployment.token = deployment.create_token("agent", rate=100_000, burst=100_000)
         yield deployment

@@ -88,3 +88,9 @@ def test_objects_written_by_git_are_readable(disk_store):
     tree = git(disk_store.path, "mktree", input=f"100644 blob {oid}\tname.txt\n".encode()).strip()
     assert disk_store.read_tree(tree) == {"name.txt": Entry(MODE_FILE, oid)}
     assert disk_store.read(tree)[0] == TREE
+
+
+def test_the_kind_of_an_object_is_known_without_its_content(store):
+    blob = store.add(BLOB, b"some bytes\n")
+    tree = store.add_tree(Tree({"f": Entry(MODE_FILE, blob)}))
+    assert (store.kind(blob), store.kind(tree), store.kind("0" * 40)) == (BLOB, TREE, None)
