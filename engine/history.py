@@ -13,22 +13,41 @@ of files in the repository.
   default history simplification of merges (see :func:`iter_log`). The path is literal:
   git would treat ``*``, ``?`` and ``[`` in a pathspec as wildcards; we do not.
 * :func:`log_page` pages through a log with an opaque cursor.
+* A :class:`PathIndex` (derived data, optional) makes ``log -- path`` cost what its answer
+  costs instead of what the history costs: :func:`derive` computes, per changeset, the paths
+  whose entry differs from its first parent; the walk then passes over the changesets that
+  leave the path alone without reading a tree. :class:`MemoryPathIndex` keeps it in memory;
+  the server keeps it in its database (``repos.services.derived``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from itertools import islice
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
 
 from patiencediff import PatienceSequenceMatcher
 
 from .errors import InvalidInput, PathNotFound, WrongObjectType
 from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
+from .graph import graph_node
 from .store import ObjectStore
-from .trees import lookup_segments
+from .trees import changed_paths, lookup_segments
 
-__all__ = ["BlameLine", "blame", "iter_log", "log", "LogPage", "log_page"]
+__all__ = [
+    "BlameLine",
+    "blame",
+    "iter_log",
+    "log",
+    "LogPage",
+    "log_page",
+    "PathIndex",
+    "MemoryPathIndex",
+    "DerivedCommit",
+    "derive",
+    "path_key",
+]
 
 #: Entry modes that are not file content (a directory, a submodule's commit).
 _NOT_A_FILE = (MODE_TREE, MODE_GITLINK)
@@ -122,7 +141,9 @@ def _line_text(line: bytes) -> str:
 # ---------------------------------------------------------------------------- log
 
 
-def iter_log(store: ObjectStore, rev: ObjectId, path: str | None = None) -> Iterator[ObjectId]:
+def iter_log(
+    store: ObjectStore, rev: ObjectId, path: str | None = None, *, index: PathIndex | None = None
+) -> Iterator[ObjectId]:
     """Yield, newest first, the changesets ``git log rev -- path`` shows (all, without a path).
 
     The walk is git's: a queue ordered by committer time, newest first, where commits with
@@ -136,31 +157,57 @@ def iter_log(store: ObjectStore, rev: ObjectId, path: str | None = None) -> Iter
       first such parent is followed (a merge that took the path unchanged from one side does
       not drag the other side's history in); otherwise it is shown and all parents followed.
 
+    With an ``index``, a commit the index covers and does not list as changing the path is
+    known to equal its first parent without reading a tree; a commit it lists is compared
+    with its trees as usual (the index may list too much, never too little). And while the
+    walk has a single line of hidden commits to follow, it runs down their first parents
+    without the queue. The answer is the same with or without an index.
+
     Lazy: stopping early costs only the commits walked so far.
     """
     segments = split_path(path) if path is not None else None
-    start = store.read_commit(check_object_id(rev))
-    queue: list[tuple[int, int, ObjectId]] = [(-start.committer.time, 0, rev)]
+    check_object_id(rev)
+    changes = _PathChanges(index, path) if index is not None and path is not None else None
+    nodes = store.graph_cache
+
+    def parents_and_time(oid: ObjectId) -> tuple[tuple[ObjectId, ...], int]:
+        node = nodes.get(oid)
+        if node is not None:
+            return node[1], node[2]
+        commit = store.read_commit(oid)
+        return commit.parents, commit.committer.time
+
+    queue: list[tuple[int, int, ObjectId]] = [(-parents_and_time(rev)[1], 0, rev)]
     ticket = 1
     seen = {rev}
     while queue:
         oid = heapq.heappop(queue)[2]
-        commit = store.read_commit(oid)
-        parents = commit.parents
+        parents = parents_and_time(oid)[0]
         shown = True
         if segments is not None:
             if not parents:
-                shown = lookup_segments(store, commit.tree, segments) is not None
+                shown = lookup_segments(store, store.read_commit(oid).tree, segments) is not None
             else:
-                for parent in parents:
-                    if _same_entry(store, commit.tree, store.read_commit(parent).tree, segments):
+                for number, parent in enumerate(parents):
+                    if (number == 0 and changes is not None and changes.unchanged(store, oid)) or _same_entry(
+                        store, store.read_commit(oid).tree, store.read_commit(parent).tree, segments
+                    ):
                         parents = (parent,)
                         shown = False
                         break
+                if not shown and not queue and changes is not None and parents[0] not in seen:
+                    # One line of history left: run down the first parents that leave the path
+                    # alone. Nothing else is queued, so git would pop each of them next, hide it
+                    # and queue only its first parent; none can be reached again later (what is
+                    # queued from here on are their ancestors).
+                    parent = changes.last_unchanged(store, parents[0], seen)
+                    if parent is None:
+                        continue  # the line ran into a commit already walked: git stops there too
+                    parents = (parent,)
         for parent in parents:
             if parent not in seen:
                 seen.add(parent)
-                heapq.heappush(queue, (-store.read_commit(parent).committer.time, ticket, parent))
+                heapq.heappush(queue, (-parents_and_time(parent)[1], ticket, parent))
                 ticket += 1
         if shown:
             yield oid
@@ -192,6 +239,166 @@ def _subtree_id(entry: Entry | None) -> ObjectId | None:
     return entry.id if entry is not None and entry.mode == MODE_TREE else None
 
 
+# ---------------------------------------------------------------------------- path index
+
+#: A changeset whose first-parent diff touches more paths than this is not indexed (an import,
+#: a vendored tree): the walk compares trees at that one changeset instead.
+MAX_INDEXED_PATHS = 10_000
+
+
+def path_key(path: str) -> int:
+    """The index key of a path: 64 bits of its BLAKE2b hash, signed (a database ``bigint``).
+
+    Keys of different paths may collide; the walk checks every listed changeset against its
+    trees, so a collision costs a tree comparison, never a wrong answer.
+    """
+    return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
+
+
+class DerivedCommit(NamedTuple):
+    """What :func:`derive` records for one changeset: its graph node and its changed paths."""
+
+    id: ObjectId
+    generation: int
+    parents: tuple[ObjectId, ...]
+    time: int
+    #: Keys of the paths whose entry differs from the first parent's (``()`` for a root);
+    #: None when there are more than :data:`MAX_INDEXED_PATHS` (not indexed).
+    changed: frozenset[int] | None
+
+
+class PathIndex(Protocol):
+    """Derived data: which changesets change a path relative to their first parent."""
+
+    def covers(self, oid: ObjectId) -> bool:
+        """Whether ``oid``'s changed paths are recorded (derived, and not too many to index)."""
+
+    def changed(self, key: int, below: int) -> tuple[Iterable[ObjectId], int]:
+        """The covered changesets of generation < ``below`` that change the path of ``key``.
+
+        May answer a window: every such changeset of generation >= ``floor`` (the second
+        value) is included; ``floor`` is 0 when nothing is left below.
+        """
+
+
+class MemoryPathIndex:
+    """A :class:`PathIndex` in a dict, filled from :func:`derive`; ``window`` bounds an answer."""
+
+    def __init__(self, window: int | None = None) -> None:
+        self._covered: set[ObjectId] = set()
+        self._by_key: dict[int, list[tuple[int, ObjectId]]] = {}
+        self._window = window
+
+    def add(self, commits: Iterable[DerivedCommit]) -> None:
+        for commit in commits:
+            if commit.changed is None:
+                continue
+            self._covered.add(commit.id)
+            for key in commit.changed:
+                self._by_key.setdefault(key, []).append((commit.generation, commit.id))
+
+    def covers(self, oid: ObjectId) -> bool:
+        return oid in self._covered
+
+    def changed(self, key: int, below: int) -> tuple[list[ObjectId], int]:
+        found = sorted((item for item in self._by_key.get(key, ()) if item[0] < below), reverse=True)
+        if self._window is None or len(found) <= self._window:
+            return [oid for _, oid in found], 0
+        floor = found[self._window - 1][0]  # whole generations only
+        return [oid for generation, oid in found if generation >= floor], floor
+
+
+def derive(
+    store: ObjectStore,
+    head: ObjectId,
+    derived: Callable[[ObjectId], bool],
+    *,
+    max_paths: int = MAX_INDEXED_PATHS,
+    max_commits: int | None = None,
+) -> list[DerivedCommit] | None:
+    """The changesets reachable from ``head`` that ``derived`` says are not derived yet, parents
+    first, each with its graph node and its first-parent changed paths.
+
+    The walk stops at derived changesets: their ancestors are derived too, provided what this
+    returns is recorded parents first (or all at once). With ``max_commits``, finding more
+    underived changesets than that returns None before any tree is read. Raises
+    ``InvalidObjectId``, ``ObjectMissing`` or ``WrongObjectType`` for a bad ``head``.
+    """
+    check_object_id(head)
+    if derived(head):
+        return []
+    todo = [head]
+    stack = [head]
+    queued = {head}
+    while stack:
+        for parent in graph_node(store, stack.pop()).parents:
+            if parent not in queued and not derived(parent):
+                queued.add(parent)
+                todo.append(parent)
+                stack.append(parent)
+        if max_commits is not None and len(todo) > max_commits:
+            return None
+    todo.sort(key=lambda oid: graph_node(store, oid).generation)  # parents have lower generations
+    out = []
+    for oid in todo:
+        node = graph_node(store, oid)
+        if node.parents:
+            old_tree = store.read_commit(node.parents[0]).tree
+            paths = changed_paths(store, old_tree, store.read_commit(oid).tree, max_paths)
+            changed = None if paths is None else frozenset(path_key(path) for path in paths)
+        else:
+            changed = frozenset()
+        out.append(DerivedCommit(oid, node.generation, node.parents, node.time, changed))
+    return out
+
+
+class _PathChanges:
+    """One log walk's view of the index for its path, fetched window by window as it descends."""
+
+    def __init__(self, index: PathIndex, path: str) -> None:
+        self._index = index
+        self._key = path_key(path)
+        self._listed: set[ObjectId] = set()
+        self._top: int | None = None  # generations in [floor, top) are known
+        self._floor = 0
+
+    def unchanged(self, store: ObjectStore, oid: ObjectId) -> bool:
+        """Whether the index shows that ``oid`` has its first parent's entry at the path."""
+        if not self._index.covers(oid):
+            return False
+        generation = graph_node(store, oid).generation
+        if self._top is None:
+            self._top = self._floor = generation + 1
+        elif generation >= self._top:
+            return False  # above the first commit asked about: not an ancestor of the start
+        while generation < self._floor:
+            found, self._floor = self._index.changed(self._key, self._floor)
+            self._listed.update(found)
+        return oid not in self._listed
+
+    def last_unchanged(self, store: ObjectStore, start: ObjectId, seen: set[ObjectId]) -> ObjectId | None:
+        """Follow first parents from ``start`` while the index shows the path unchanged: the
+        first commit that may change it (or a root), or None when the line reaches ``seen``."""
+        current = start
+        covers, nodes, listed = self._index.covers, store.graph_cache, self._listed
+        while covers(current):
+            node = nodes.get(current) or graph_node(store, current)
+            parents = node[1]
+            if not parents:
+                break
+            # The common case inline (this loop may run down a whole history): a generation
+            # the fetched windows already cover needs only the membership test.
+            if self._top is not None and self._floor <= node[0] < self._top:
+                if current in listed:
+                    break
+            elif not self.unchanged(store, current):
+                break
+            if parents[0] in seen:
+                return None
+            current = parents[0]
+        return current
+
+
 def log(
     store: ObjectStore,
     rev: ObjectId,
@@ -199,6 +406,7 @@ def log(
     *,
     limit: int | None = None,
     skip: int = 0,
+    index: PathIndex | None = None,
 ) -> list[ObjectId]:
     """The changesets ``git log --skip=SKIP -n LIMIT rev -- path`` lists, newest first.
 
@@ -209,7 +417,7 @@ def log(
     if skip < 0 or (limit is not None and limit < 0):
         raise InvalidInput(f"limit and skip must not be negative (limit={limit}, skip={skip})")
     stop = None if limit is None else skip + limit
-    return list(islice(iter_log(store, rev, path), skip, stop))
+    return list(islice(iter_log(store, rev, path, index=index), skip, stop))
 
 
 class LogPage(NamedTuple):
@@ -226,6 +434,7 @@ def log_page(
     *,
     limit: int,
     cursor: str | None = None,
+    index: PathIndex | None = None,
 ) -> LogPage:
     """A page of :func:`log` with an opaque cursor, stable while the stream moves on.
 
@@ -243,7 +452,7 @@ def log_page(
     if cursor is None and rev is None:
         raise InvalidInput("a log starts at a changeset or continues from a cursor")
     start, offset = (check_object_id(rev), 0) if cursor is None else _parse_cursor(cursor)
-    found = list(islice(iter_log(store, start, path), offset, offset + limit + 1))
+    found = list(islice(iter_log(store, start, path, index=index), offset, offset + limit + 1))
     if len(found) > limit:
         return LogPage(found[:limit], f"{start}+{offset + limit}")
     return LogPage(found, None)

@@ -135,3 +135,33 @@ def _diff_into(store: TreeReader, old: ObjectId | None, new: ObjectId | None, pr
                 _diff_into(store, None, b.id, path + "/", out)
             else:
                 out.append(Change(path, None, b))
+
+
+def changed_paths(store: TreeReader, old: ObjectId | None, new: ObjectId | None, limit: int) -> set[str] | None:
+    """Every path whose entry differs between two trees — files *and* the directories above
+    them — or None when there are more than ``limit`` of them.
+
+    This is what a path index records per changeset: "the entry at P differs" holds exactly
+    when P is in this set (a directory differs when anything below it does, and a path that
+    turned from a file into a directory differs along with everything below it). Identical
+    subtrees are skipped by id, as in :func:`diff_trees`.
+    """
+    found: set[str] = set()
+    if old == new:
+        return found
+    stack: list[tuple[ObjectId | None, ObjectId | None, str]] = [(old, new, "")]
+    while stack:
+        a_id, b_id, prefix = stack.pop()
+        a_tree = store.read_tree(a_id) if a_id else {}
+        b_tree = store.read_tree(b_id) if b_id else {}
+        for name in {name for name, _ in a_tree.items() ^ b_tree.items()}:
+            found.add(prefix + name)
+            a = a_tree.get(name)
+            b = b_tree.get(name)
+            a_sub = a.id if a is not None and a.mode == MODE_TREE else None
+            b_sub = b.id if b is not None and b.mode == MODE_TREE else None
+            if a_sub or b_sub:
+                stack.append((a_sub, b_sub, prefix + name + "/"))
+        if len(found) > limit:
+            return None
+    return found

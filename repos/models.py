@@ -214,3 +214,56 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository.name}#{self.seq} {self.kind}"
+
+
+# ----------------------------------------------------------------------------- derived data
+#
+# Written by the derive pass (repos.services.derived) in the transaction that lands a head, so
+# a head never lacks them for long; everything here can be recomputed from the objects.
+
+
+class CommitNode(models.Model):
+    """A changeset's place in the commit graph: what graph walks need, without reading objects.
+
+    Recorded parents first, so a changeset that has a node has ancestors that have nodes.
+    """
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    commit_id = models.CharField(max_length=OBJECT_ID_LENGTH)
+    #: 1 for a root, else 1 + the highest generation of its parents (engine.graph).
+    generation = models.IntegerField()
+    #: The parents' ids, space-separated (plain text: a cold process reads every row at once,
+    #: and decoding JSON would double the cost).
+    parents = models.TextField(blank=True)
+    #: Committer time, seconds since the epoch (the log's order).
+    time = models.BigIntegerField()
+    #: Whether its changed paths are in PathChange (False: too many to index; log compares trees).
+    indexed = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "commit_id"], name="commit_node_unique_per_repository")
+        ]
+        # Each process reads the nodes it has not seen yet: WHERE repository = ? AND id > ?.
+        indexes = [models.Index(fields=["repository", "id"], name="commit_node_by_arrival")]
+
+
+class PathChange(models.Model):
+    """A path (file or directory) whose entry a changeset changed relative to its first parent.
+
+    The path is stored as a 64-bit hash (engine.history.path_key): a collision only costs the
+    log a tree comparison. The unique index doubles as the lookup index of ``log?path=``:
+    WHERE repository = ? AND key = ? AND generation < ? ORDER BY generation DESC.
+    """
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    key = models.BigIntegerField()
+    generation = models.IntegerField()
+    commit_id = models.CharField(max_length=OBJECT_ID_LENGTH)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["repository", "key", "generation", "commit_id"], name="path_change_unique_per_repository"
+            )
+        ]

@@ -88,3 +88,39 @@ def test_the_library_candidates_are_measured_on_every_operation(tmp_path):
     for operation in ("tree diff 1 file", "merge_trees 1 file each side", "blame 20 changesets"):
         assert {(operation, "ours"), (operation, "ours (cold)")} <= cells
     assert "| 200 files |" in out.getvalue()
+
+
+# ---------------------------------------------------------------------------- history
+
+
+def run_history(*args: str) -> str:
+    out = io.StringIO()
+    call_command("agentgit_bench", "history", *args, stdout=out, stderr=io.StringIO())
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_history_reads_are_measured_with_and_without_the_derived_data(tmp_path):
+    json_path = tmp_path / "history.json"
+    table = run_history("--commits", "150", "--samples", "1", "--json", str(json_path))
+    report = json.loads(json_path.read_text())
+    operations = {row["operation"] for row in report["rows"]}
+    assert any(operation.startswith("log --path d7/f7.txt") for operation in operations)
+    assert {row["commits"] for row in report["rows"]} == {150}
+    for row in report["rows"]:
+        assert row["without_ms"] > 0 and row["with_ms"] > 0, row
+        assert row["operation"] in table
+    assert report["derive"]["150"]["changesets"] > 150  # merges and proposals besides the stream's own
+    assert "derive pass at 150" in table
+    from repos.models import Repository
+
+    assert not Repository.objects.exists()  # the throwaway repository is gone
+
+
+@pytest.mark.django_db
+def test_a_path_index_that_changes_the_answer_fails_the_history_benchmark(monkeypatch):
+    from repos.services import derived
+
+    monkeypatch.setattr(derived.DatabasePathIndex, "changed", lambda self, key, below: ([], 0))
+    with pytest.raises(CommandError, match="changed the answer"):
+        run_history("--commits", "150", "--samples", "1")

@@ -6,7 +6,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from repos.services import integration
+from repos.services import derived, integration
 
 
 # A landing that meets a transient database failure (a lost connection, a deadlock victim, too
@@ -30,8 +30,15 @@ def land_stream(stream_id: int) -> int:
 
 @shared_task(name="workers.tasks.recover")
 def recover() -> int:
-    """Land every operation a crash left queued; scheduled by beat, and run at worker start."""
-    return integration.recover()
+    """Land every operation a crash left queued and derive what is missing; scheduled by beat,
+    and run at worker start. Returns how many operations it landed."""
+    return integration.recover().landed
+
+
+@shared_task(name="workers.tasks.derive_missing", autoretry_for=_TRANSIENT, retry_backoff=1, max_retries=8)
+def derive_missing() -> int:
+    """Derive the heads a landing left underived (a history too long to derive in a landing)."""
+    return derived.derive_missing()
 
 
 @worker_ready.connect

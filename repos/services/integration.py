@@ -26,6 +26,7 @@ import hashlib
 import os
 import signal
 import time
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -37,6 +38,7 @@ from engine.integrate import Integration, Outcome, integrate
 
 from ..errors import Aborted, NotFound, from_engine
 from ..models import Operation, Proposal, Repository, Stream
+from . import derived
 from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
 
@@ -68,6 +70,12 @@ def _enqueue_on_commit(stream_id: int) -> None:
     from workers.tasks import land_stream as land_stream_task  # workers import services, not the reverse
 
     land_stream_task.delay_on_commit(stream_id)
+
+
+def _derive_on_commit() -> None:
+    from workers.tasks import derive_missing
+
+    derive_missing.delay_on_commit()
 
 
 def get_operation(repository: Repository, operation_id: object) -> Operation:
@@ -102,10 +110,19 @@ def land_stream(stream_id: int) -> int:
         landed += count
 
 
-def recover() -> int:
-    """Land every operation a crash left queued (worker start, and on a schedule)."""
+class Recovery(NamedTuple):
+    #: Operations a crash had left queued, now landed (done or failed).
+    landed: int
+    #: Changesets whose derived data was missing, now derived.
+    derived: int
+
+
+def recover() -> Recovery:
+    """Finish what a crash (or an upgrade) left behind: land every queued operation, then derive
+    every head's missing data. Run at worker start, on the beat schedule and by ``make serve``."""
     stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
-    return sum(land_stream(stream_id) for stream_id in list(stream_ids))
+    landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
+    return Recovery(landed, derived.derive_missing())
 
 
 class _LostRace(Exception):
@@ -143,7 +160,10 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         if not operations:
             return 0
         crash_point("operation_recorded")
-        store = store_for(stream.repository.name)
+        repository = stream.repository
+        store = store_for(repository.name)
+        # The graph nodes other processes derived: ancestry questions about them read no objects.
+        known = derived.refresh(repository, store)
         head = stream.head
         results: list[tuple[Operation, Integration | None, EngineError | None]] = []
         for operation in operations:
@@ -169,6 +189,8 @@ def _land_once(stream_id: int, batch_size: int) -> int:
                 raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
             _record(stream, operation, integration, error)
+        if head != stream.head and not derived.derive_landed(repository, store, head, known):
+            _derive_on_commit()  # a long underived history: derived in chunks, after this commits
         crash_point("cas_applied")
     crash_point("committed")
     return len(operations)

@@ -12,6 +12,7 @@ from engine.trees import lookup, subtree
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Repository
+from . import derived
 from .repositories import get_stream, resolve_rev
 from .stores import store_for
 
@@ -133,8 +134,11 @@ def log(
         if not is_object_id(name) and get_stream(repository, name).head is None:
             return {"changesets": [], "next": None}  # an empty stream has an empty history
         start = resolve_rev(repository, name)
+    # With a path, the derived data spares the walk comparing trees at every changeset that
+    # leaves the path alone (without one, a page reads only the commits it lists).
+    index = derived.DatabasePathIndex(repository, derived.refresh(repository, store)) if path else None
     try:
-        page = history.log_page(store, start, path or None, limit=size, cursor=cursor)
+        page = history.log_page(store, start, path or None, limit=size, cursor=cursor, index=index)
     except EngineError as error:
         raise from_engine(error) from None
     changesets = []

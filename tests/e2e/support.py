@@ -96,5 +96,15 @@ def events_of(deployment: Deployment, proposal_id: int, kind: str) -> int:
     return sum(1 for payload in payloads if payload.get("proposal") == proposal_id)
 
 
+def derived_changesets(deployment: Deployment, repository: str) -> set[str]:
+    """The changesets of a repository that have derived data (graph node and path index)."""
+    rows = sql(
+        deployment,
+        "SELECT n.commit_id FROM repos_commitnode n JOIN repos_repository r ON r.id = n.repository_id WHERE r.name = %s",
+        (repository,),
+    )
+    return {row[0] for row in rows}
+
+
 def queued_operations(deployment: Deployment) -> int:
     return sql(deployment, "SELECT count(*) FROM repos_operation WHERE state = 'queued'")[0][0]

@@ -19,7 +19,7 @@ import pytest
 
 from repos.services.integration import CRASH_POINTS
 
-from .support import LANDING_TIMEOUT_S, TEXT, ApiClient, events_of, fsck, operations_of, queued_operations
+from .support import LANDING_TIMEOUT_S, TEXT, ApiClient, derived_changesets, events_of, fsck, operations_of, queued_operations
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,10 @@ def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, cli
     state = client.proposal(repo, proposal)
     assert state["state"] == "integrated" and state["changeset"] == head
     fsck(production.repository_dir(repo), head)
+    # The derived data committed with the head (or was derived by recovery): the whole history.
+    assert derived_changesets(production, repo) == {base, theirs, mine, head}
+    log = client.get_json(f"/repos/{repo}/log", rev="target", path="g.txt")
+    assert [changeset["id"] for changeset in log["changesets"]] == [theirs, base]
 
     # Asking again is the same answer, and lands nothing more.
     again = client.integrate_raw(repo, proposal, wait=0)

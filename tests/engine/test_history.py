@@ -6,7 +6,8 @@ import pytest
 
 from engine.changeset import apply_changes, create_commit
 from engine.errors import InvalidInput, InvalidObjectId, PathNotFound, UnsafePath, WrongObjectType
-from engine.history import BlameLine, blame, log, log_page
+from engine.history import BlameLine, MemoryPathIndex, blame, derive, log, log_page, path_key
+from engine.trees import changed_paths
 from engine.objects import BLOB, MODE_FILE, Entry, ObjectId, Signature
 from engine.store import ObjectBatch
 
@@ -267,3 +268,57 @@ def test_blame_and_log_read_only_the_directories_along_the_path(build, monkeypat
     assert len(blame(store, c, "src/deep/target.txt")) == 3
     assert len(log(store, c, "src/deep/target.txt")) == 5
     assert read and not unrelated.intersection(read)
+
+
+# ---------------------------------------------------------------------------- path index
+
+
+def tree_of(build, commit: ObjectId) -> ObjectId:
+    return build.store.read_commit(commit).tree
+
+
+def test_changed_paths_lists_the_files_and_directories_that_differ(build):
+    c1 = build.commit({"a/b/f.txt": "1\n", "a/g.txt": "1\n", "top.txt": "1\n", "x": "file\n"})
+    c2 = build.commit({"a/b/f.txt": "2\n", "x": None, "x/inside.txt": "now a directory\n"}, parent=c1)
+    old, new = tree_of(build, c1), tree_of(build, c2)
+    assert changed_paths(build.store, old, new, limit=100) == {"a", "a/b", "a/b/f.txt", "x", "x/inside.txt"}
+    assert changed_paths(build.store, new, new, limit=0) == set()
+    assert changed_paths(build.store, None, old, limit=100) == {"a", "a/b", "a/b/f.txt", "a/g.txt", "top.txt", "x"}
+    assert changed_paths(build.store, old, new, limit=4) is None  # too many to index
+
+
+def test_derive_lists_what_is_not_derived_yet_parents_first(build):
+    c1 = build.commit({"f.txt": "1\n"})
+    c2 = build.commit({"f.txt": "2\n"}, parent=c1)
+    side = build.commit({"d/g.txt": "1\n"}, parent=c1)
+    m = merge(build, [c2, side], {"d/g.txt": "1\n"})
+    derived = derive(build.store, m, lambda oid: False)
+    assert [d.id for d in derived][0] == c1 and [d.id for d in derived][-1] == m
+    by_id = {d.id: d for d in derived}
+    assert [by_id[oid].generation for oid in (c1, c2, side, m)] == [1, 2, 2, 3]
+    assert by_id[c1].changed == frozenset() and by_id[m].parents == (c2, side)
+    assert by_id[c2].changed == {path_key("f.txt")}
+    assert by_id[m].changed == {path_key("d"), path_key("d/g.txt")}  # against the first parent
+    # Derived changesets stop the walk: their ancestors are derived too.
+    assert [d.id for d in derive(build.store, m, lambda oid: oid in (c1, c2))] == [side, m]
+    assert derive(build.store, m, lambda oid: True) == []
+
+
+def test_an_indexed_log_reads_no_tree_of_the_changesets_that_leave_the_path_alone(build):
+    first = build.commit({"f.txt": "0\n", "other.txt": "0\n"})
+    history = [first]
+    for number in range(1, 30):
+        files = {"f.txt": f"{number}\n"} if number % 10 == 0 else {"other.txt": f"{number}\n"}
+        history.append(build.commit(files, parent=history[-1]))
+    index = MemoryPathIndex()
+    index.add(derive(build.store, history[-1], lambda oid: False))
+    expected = [history[20], history[10], first]
+    assert log(build.store, history[-1], "f.txt") == expected
+
+    reads: list[ObjectId] = []
+    read_tree = build.store.read_tree
+    build.store.read_tree = lambda oid: reads.append(oid) or read_tree(oid)
+    assert log(build.store, history[-1], "f.txt", index=index) == expected
+    # The root's tree (to see the file exists) and, per listed changeset, its tree and its
+    # parent's, one segment deep: not one per changeset walked.
+    assert len(reads) <= 1 + 2 * 2

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.graph import is_ancestor, merge_bases
-from engine.history import blame, log
+from engine.history import MemoryPathIndex, blame, derive, log
 from engine.objects import ObjectId
 from engine.store import DiskStore
 
@@ -63,6 +63,33 @@ class Repo:
 
     def log(self, *paths: str) -> list[ObjectId]:
         return git(self.path, "log", "--format=%H", "main", "--", *paths).split()
+
+
+def path_indexes(store: DiskStore, ids: Sequence[ObjectId]) -> Iterator[tuple[str, MemoryPathIndex]]:
+    """Indexes a log may be given, all of which must leave its answer unchanged: the whole
+    history derived (answered at once, or one generation window at a time); only the older
+    half derived; every changeset too big to index."""
+    everything = derive(store, ids[-1], lambda oid: False)
+    for window in (None, 1):
+        index = MemoryPathIndex(window=window)
+        index.add(everything)
+        yield f"window={window}", index
+    older = MemoryPathIndex(window=2)
+    older.add(derive(store, ids[len(ids) // 2], lambda oid: False))
+    yield "older half", older
+    unindexed = MemoryPathIndex()
+    unindexed.add(derive(store, ids[-1], lambda oid: False, max_paths=0))
+    yield "too big to index", unindexed
+
+
+def assert_log_matches_git(repo: Repo, ids: Sequence[ObjectId], paths: Sequence[str]) -> None:
+    """``log`` equals ``git log`` for each path, with and without each kind of path index."""
+    for path in paths:
+        expected = repo.log(path)
+        assert log(repo.store, ids[-1], path) == expected, path
+        for name, index in path_indexes(repo.store, ids):
+            assert log(repo.store, ids[-1], path, index=index) == expected, (path, name)
+    assert log(repo.store, ids[-1]) == repo.log()
 
 
 @contextmanager
@@ -214,14 +241,12 @@ def test_log_matches_git_on_a_linear_history(tmp_path):
         {"d/h.txt": "1\n"},
         {"f.txt": "3\n"},
     ]
-    head: list[ObjectId] = []
+    history: list[ObjectId] = []
     for time, files in enumerate(steps):
-        head = [repo.commit(head, files, time)]
-    repo.point_main(head[0])
+        history.append(repo.commit(history[-1:], files, time))
+    repo.point_main(history[-1])
     repo.fsck()
-    for path in ("f.txt", "d", "d/g.txt", "d/h.txt", "nothing.txt"):
-        assert log(repo.store, head[0], path) == repo.log(path), path
-    assert log(repo.store, head[0]) == repo.log()
+    assert_log_matches_git(repo, history, ("f.txt", "d", "d/g.txt", "d/h.txt", "nothing.txt"))
 
 
 def test_log_matches_git_on_merges(tmp_path):
@@ -238,9 +263,8 @@ def test_log_matches_git_on_merges(tmp_path):
     both_same = repo.commit([take_side, revert], {}, 9)  # f and g equal on both sides
     repo.point_main(both_same)
     repo.fsck()
-    for path in ("f", "g"):
-        assert log(repo.store, both_same, path) == repo.log(path), path
-    assert log(repo.store, both_same) == repo.log()
+    history = [base, main1, side1, keep_main, side2, resolved, side3, take_side, revert, both_same]
+    assert_log_matches_git(repo, history, ("f", "g"))
 
 
 @st.composite
@@ -277,6 +301,4 @@ def test_log_equals_git_log_on_random_histories(history):
         for parents, files, time in history:
             ids.append(repo.commit([ids[p] for p in parents], files, time))
         repo.point_main(ids[-1])
-        for path in ("f", "d", "d/g"):
-            assert log(repo.store, ids[-1], path) == repo.log(path), path
-        assert log(repo.store, ids[-1]) == repo.log()
+        assert_log_matches_git(repo, ids, ("f", "d", "d/g"))

@@ -81,8 +81,8 @@ def test_operations_left_queued_by_a_crash_are_landed_once_by_recovery(monkeypat
     proposal = open_proposal(repository, stream="main", head=base)
     operation = integration.request_integration(proposal)
     assert operation.state == "queued" and Stream.objects.get(repository=repository).head is None
-    assert integration.recover() == 1
-    assert integration.recover() == 0
+    assert integration.recover().landed == 1
+    assert integration.recover().landed == 0
     operation.refresh_from_db()
     assert operation.state == "done" and Stream.objects.get(repository=repository).head == base
     assert Event.objects.filter(kind="stream.integrate").count() == 1

@@ -1,11 +1,12 @@
-"""Benchmarks: ``manage.py agentgit_bench engine|candidates|cycle [--sizes ...] [--backend ...] ...``.
+"""Benchmarks: ``manage.py agentgit_bench engine|candidates|cycle|history [--sizes ...] ...``.
 
 ``engine`` measures the engine's hot paths beside git; ``candidates`` measures the libraries the
 engine could have been built on (docs/adr/0001); ``cycle`` measures the agent's cycle (upload two
 files, changeset, proposal, integrate) per second over real HTTP against server (and worker)
-processes it starts itself, or against a running server with ``--url``/``--token``. A thin adapter:
-the benchmarks are ``repos.benchmarks.engine_bench``, ``.candidates`` and ``.cycle`` (no Django
-there), the output formats are ``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
+processes it starts itself, or against a running server with ``--url``/``--token``; ``history``
+measures reads over long histories with and without the derived data (graph nodes, path index).
+A thin adapter: the benchmarks are ``repos.benchmarks.engine_bench``, ``.candidates``, ``.cycle``
+and ``.history_bench``, the output formats are ``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
 write the same results to files. A row whose assertion fails (a wrong outcome, or git
 disagreeing with the engine) makes the command fail with the row named, after printing the
 table, and no result file is written.
@@ -30,7 +31,7 @@ from repos.benchmarks.engine_bench import (
     RowResult,
     run_engine_benchmark,
 )
-from repos.benchmarks import cycle, deployment
+from repos.benchmarks import cycle, deployment, history_bench
 from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
 
@@ -43,6 +44,16 @@ def _sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < MIN_FILES:
         raise argparse.ArgumentTypeError(f"every size must be at least {MIN_FILES} files")
     return sizes
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated numbers of changesets, not {text!r}") from None
+    if not counts or min(counts) < history_bench.MIN_COMMITS:
+        raise argparse.ArgumentTypeError(f"every history must be at least {history_bench.MIN_COMMITS} changesets")
+    return counts
 
 
 def _choices(allowed: tuple[str, ...]):
@@ -77,7 +88,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("suite", choices=["engine", "candidates", "cycle"], help="what to benchmark")
+        parser.add_argument("suite", choices=["engine", "candidates", "cycle", "history"], help="what to benchmark")
         parser.add_argument(
             "--sizes",
             type=_sizes,
@@ -104,8 +115,14 @@ class Command(BaseCommand):
                            "AGENTGIT_LANDING_BATCH=64")
         group.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
         group.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
+        group = parser.add_argument_group("history", "options of the history suite")
+        group.add_argument("--commits", type=_counts, default=list(history_bench.DEFAULT_COMMITS),
+                           help="history lengths in changesets, comma-separated (default: %(default)s)")
 
     def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+        if suite == "history":
+            self.history(options["commits"], samples, json_path, markdown_path)
+            return
         if suite == "cycle":
             self.cycle(json_path, markdown_path, **options)
             return
@@ -149,6 +166,24 @@ class Command(BaseCommand):
         self.stdout.write(table, ending="")
         if json_path:
             Path(json_path).write_text(cycle.to_json(report))
+        if markdown_path:
+            Path(markdown_path).write_text(table)
+
+    def history(self, commits, samples, json_path, markdown_path) -> None:
+        with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
+
+            def on_row(name: str) -> None:
+                bar.set_description(name)
+                bar.update(1)
+
+            try:
+                run = history_bench.run_history_benchmark(commits, samples=samples, on_row=on_row)
+            except AssertionError as error:
+                raise CommandError(str(error)) from None
+        table = history_bench.format_history(run)
+        self.stdout.write(table, ending="")
+        if json_path:
+            Path(json_path).write_text(json.dumps(history_bench.history_json(run), indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(table)
 
