@@ -6,6 +6,7 @@ tasks, the git bridge) and the engine.
 * ``proposals``    — opening and listing proposals.
 * ``integration``  — the landing queue: the only code that moves a stream head.
 * ``reads``        — tree, file, diff, blame and log.
+* ``derived``      — graph nodes and the path index: written with each landing, read by log.
 * ``credentials``  — API tokens: create, authenticate, revoke, scopes.
 * ``events``       — the outbox: events written in the transaction that caused them.
 * ``stores``       — the object store of each repository (one per process, caches kept warm).
