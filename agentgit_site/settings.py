@@ -52,6 +52,12 @@ AGENTGIT = {
     "INTEGRATE_BACKOFF_MS": _env_int("AGENTGIT_INTEGRATE_BACKOFF_MS", 32),
     # Most queued integrations of one stream landed in one transaction.
     "LANDING_BATCH": _env_int("AGENTGIT_LANDING_BATCH", 32),
+    # The token bucket of every credential without its own: requests per second (0: no default
+    # limit) and bucket size. Buckets live in Redis when REDIS_URL is set, else in a SQLite file
+    # in the data directory (repos.services.ratelimit).
+    "RATE_LIMIT": float(os.environ.get("AGENTGIT_RATE_LIMIT") or 200),
+    "RATE_BURST": _env_int("AGENTGIT_RATE_BURST", 400),
+    "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
 }
 
 # Request bodies: one limit for everything Django reads (the API answers 413 beyond it).
@@ -187,6 +193,7 @@ REST_FRAMEWORK = {
         "repos.api.authentication.TokenBasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["repos.api.permissions.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["repos.api.permissions.CredentialRateLimit"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "repos.api.errors.exception_handler",

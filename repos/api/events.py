@@ -39,6 +39,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from ..errors import ApiError, Invalid, Unauthenticated
 from ..models import Event
+from ..services import ratelimit
 from ..services.credentials import authenticate_token, require_scope
 from . import serializers as s
 from .base import ApiView, query_number, repository
@@ -156,7 +157,7 @@ class EventFeed:
 # ------------------------------------------------------------------------------ WebSocket
 
 #: WebSocket close codes: 4000 + the HTTP status the same refusal gets over HTTP.
-CLOSE_CODES = {"invalid": 4400, "unauthenticated": 4401, "forbidden": 4403, "not_found": 4404}
+CLOSE_CODES = {"invalid": 4400, "unauthenticated": 4401, "forbidden": 4403, "not_found": 4404, "rate_limited": 4429}
 
 
 class EventsConsumer(AsyncWebsocketConsumer):
@@ -196,7 +197,9 @@ class EventsConsumer(AsyncWebsocketConsumer):
             token = authorization[7:].strip()
         if not token:
             raise Unauthenticated("a token is required (?token= or Authorization: Bearer)")
-        require_scope(authenticate_token(token), "read")
+        credential = authenticate_token(token)
+        require_scope(credential, "read")
+        ratelimit.take(credential)
         found = repository(self.scope["url_route"]["kwargs"]["repo"])
         raw = (query.get("after") or ["0"])[0]
         if not raw.isdigit():

@@ -1,4 +1,6 @@
-"""Scope checks: every API request needs a live credential with the scope its method asks for.
+"""What a credential may do: the scope each request needs, and its rate limit.
+
+Every API request needs a live credential with the scope its method asks for:
 
     GET, HEAD, OPTIONS            read
     POST, PUT, PATCH, DELETE      write      (blobs, changesets, proposals, streams)
@@ -6,14 +8,17 @@
     POST /repos                   admin      (likewise)
 
 ``admin`` implies every scope (``Credential.has_scope``). A view overrides the default per method
-with a ``scopes`` mapping.
+with a ``scopes`` mapping. Then the request takes a token from its credential's bucket
+(:class:`CredentialRateLimit`, repos.services.ratelimit) or is refused with ``rate_limited``.
 """
 
 from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.throttling import BaseThrottle
 
 from ..errors import Unauthenticated
+from ..services import ratelimit
 from ..services.credentials import require_scope
 
 #: Sent when no credential came with the request.
@@ -35,4 +40,17 @@ class HasScope(BasePermission):
         if request.auth is None:
             raise Unauthenticated(NO_CREDENTIAL)
         require_scope(request.auth, required_scope(request.method, view))
+        return True
+
+
+class CredentialRateLimit(BaseThrottle):
+    """DRF throttle: the request's credential takes a token or the request is refused (429).
+
+    DRF checks throttles after authentication and permissions, so only requests that would be
+    served count against a bucket.
+    """
+
+    def allow_request(self, request, view) -> bool:
+        if request.auth is not None:
+            ratelimit.take(request.auth)  # raises RateLimited, with its retry hint
         return True

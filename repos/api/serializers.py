@@ -285,16 +285,17 @@ _ERROR_TEXT = {
     404: "not_found",
     409: "aborted (retryable)",
     413: "too_large",
-    429: "rate_limited",
+    429: "rate_limited (retryable; `retry_after_ms` and `Retry-After` say when)",
     503: "unavailable (retryable)",
 }
 
 
 def errors(*statuses: int) -> dict:
-    """Schema responses for the given error statuses (401 and 403 are added: every call is scoped)."""
+    """Schema responses for the given error statuses (401, 403 and 429 are added: every call is
+    scoped and rate-limited)."""
     return {
         status: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[status])
-        for status in sorted({401, 403, *statuses})
+        for status in sorted({401, 403, 429, *statuses})
     }
 
 

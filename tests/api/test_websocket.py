@@ -67,3 +67,16 @@ def test_an_unknown_repository_closes_with_4404(served):
         with connect(f"ws://127.0.0.1:{server.port}/ws/repos/nope/events?token={token}", open_timeout=10) as socket:
             socket.recv(timeout=10)
     assert closed.value.rcvd.code == 4404
+
+
+def test_a_credential_out_of_tokens_is_closed_with_4429(served):
+    server, token, _ = served
+    limited = server.create_token("limited", scopes="read", rate=0.1, burst=1)
+    httpx.post(f"{server.url}/api/v1/repos", json={"name": "demo"}, headers={"Authorization": f"Bearer {token}"})
+    url = f"ws://127.0.0.1:{server.port}/ws/repos/demo/events?token={limited}"
+    with connect(url, open_timeout=10) as socket:  # the burst: one connection
+        assert json.loads(socket.recv(timeout=10))["id"] == 1
+    with pytest.raises(ConnectionClosed) as closed:
+        with connect(url, open_timeout=10) as socket:
+            socket.recv(timeout=10)
+    assert closed.value.rcvd.code == 4429

@@ -1,0 +1,88 @@
+"""Rate limits: every credential has a token bucket; an empty bucket answers 429 ``rate_limited``.
+
+In process, buckets are the embedded default's SQLite file (the test data directory); the same
+tests run against Redis buckets. ``tests/e2e/test_ratelimit.py`` checks the limit holds across
+server processes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from repos.services import ratelimit
+
+from .conftest import client_with
+
+pytestmark = pytest.mark.django_db
+
+REDIS_URL = "redis://127.0.0.1:6379/7"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def buckets(request, settings):
+    """Run a test on each bucket store."""
+    url = REDIS_URL if request.param == "redis" else None
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT_REDIS_URL": url}
+    return request.param
+
+
+def test_a_credential_gets_its_burst_then_429_with_a_retry_hint(buckets):
+    client = client_with(["read"], rate=10, burst=3)
+    assert [client.get("/api/v1/repos").status_code for _ in range(3)] == [200, 200, 200]
+    refused = client.get("/api/v1/repos")
+    assert refused.status_code == 429
+    error = refused.json()["error"]
+    assert error["code"] == "rate_limited" and error["retryable"] is True
+    assert 0 < error["retry_after_ms"] <= 100  # one token comes back every 100 ms
+    assert refused["Retry-After"] == "1"  # whole seconds, rounded up
+    time.sleep(error["retry_after_ms"] / 1000 + 0.02)
+    assert client.get("/api/v1/repos").status_code == 200  # the hint was enough
+
+
+def test_one_credential_running_dry_does_not_limit_another(buckets):
+    hammered = client_with(["read"], rate=1, burst=2)
+    other = client_with(["read"], rate=1, burst=2)
+    statuses = [hammered.get("/api/v1/repos").status_code for _ in range(5)]
+    assert statuses == [200, 200, 429, 429, 429]
+    assert other.get("/api/v1/repos").status_code == 200
+
+
+def test_the_default_limit_applies_unless_the_credential_has_its_own(settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT": 1, "RATE_BURST": 2, "RATE_LIMIT_REDIS_URL": None}
+    default = client_with(["read"])
+    own = client_with(["read"], rate=1000, burst=1000)
+    assert [default.get("/api/v1/repos").status_code for _ in range(3)] == [200, 200, 429]
+    assert all(own.get("/api/v1/repos").status_code == 200 for _ in range(10))
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT": 0}  # 0: no default limit
+    assert all(default.get("/api/v1/repos").status_code == 200 for _ in range(5))
+
+
+def test_refused_requests_are_those_that_would_be_served(settings):
+    """Unauthenticated and forbidden requests are answered as such; they take no token."""
+    client = client_with(["read"], rate=1, burst=1)
+    for _ in range(3):
+        assert client.post("/api/v1/repos", {"name": "x"}, format="json").status_code == 403
+    assert client.get("/api/v1/repos").status_code == 200
+
+
+def test_an_unreachable_bucket_store_lets_requests_through(settings, caplog):
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT_REDIS_URL": "redis://127.0.0.1:1/0"}
+    client = client_with(["read"], rate=1, burst=1)
+    assert [client.get("/api/v1/repos").status_code for _ in range(3)] == [200, 200, 200]
+    assert "rate limit store unavailable" in caplog.text
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis"])
+def test_a_bucket_admits_burst_plus_rate_times_time(store, tmp_path):
+    """The arithmetic, straight on a store: 40 takes as fast as possible over ~0.3 s."""
+    buckets = ratelimit.RedisBuckets(REDIS_URL) if store == "redis" else ratelimit.SqliteBuckets(tmp_path / "b.sqlite3")
+    key = uuid.uuid4().hex
+    started = time.monotonic()
+    admitted = 0
+    while time.monotonic() - started < 0.3:
+        admitted += buckets.take(key, 20.0, 5) == 0
+    elapsed = time.monotonic() - started
+    assert 5 + 20 * elapsed - 2 <= admitted <= 5 + 20 * elapsed + 1
