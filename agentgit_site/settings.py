@@ -142,7 +142,7 @@ if os.environ.get("DATABASE_URL"):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": "agentgit_site.sqlite",
             "NAME": _DATA_DIR / "agentgit.sqlite3",
             "OPTIONS": {
                 # Run on every new connection. WAL lets readers proceed during a write;

@@ -1,11 +1,13 @@
 """The site as served: health check, database durability settings, admin, a real server."""
 
+import threading
+import time
 
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection
+from django.db import IntegrityError, connection, connections, transaction
 
 from repos.benchmarks.deployment import Deployment
 
@@ -33,6 +35,53 @@ def test_sqlite_connection_is_wal_with_full_sync_and_busy_timeout():
     assert _pragma("journal_mode") == "wal"
     assert _pragma("synchronous") == 2  # FULL
     assert _pragma("busy_timeout") > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_writers_take_turns_and_a_failed_transaction_lets_the_next_one_in():
+    """Write transactions queue on the writer lock (agentgit_site/sqlite); whatever way one ends
+    — commit, rollback after an error — the next writer gets in."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite-only backend")
+    User = get_user_model()
+    order: list[str] = []
+    inside = threading.Event()
+
+    def first() -> None:
+        with transaction.atomic():
+            User.objects.create(username="first")
+            inside.set()
+            time.sleep(0.3)  # the second writer arrives meanwhile and must wait
+            order.append("first committed")
+        connections.close_all()
+
+    def second() -> None:
+        inside.wait(5)
+        with transaction.atomic():
+            order.append("second began")
+            User.objects.create(username="second")
+        connections.close_all()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["first committed", "second began"]
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User.objects.create(username="first")  # taken: rolled back
+    done = threading.Event()
+
+    def after_rollback() -> None:
+        with transaction.atomic():
+            User.objects.create(username="third")
+        connections.close_all()
+        done.set()
+
+    threading.Thread(target=after_rollback).start()
+    assert done.wait(5), "the rolled-back transaction kept the writer lock"
+    assert set(User.objects.values_list("username", flat=True)) == {"first", "second", "third"}
 
 
 def _pragma(name: str):

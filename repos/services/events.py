@@ -8,7 +8,6 @@ nothing and sees nothing twice.
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
 
 from ..models import Event, Repository
 
@@ -24,7 +23,14 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events are written in the transaction of the change they announce")
     # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
-    # handed out in commit order with no gaps, on SQLite and PostgreSQL alike.
-    Repository.objects.filter(pk=repository.pk).update(event_seq=F("event_seq") + 1)
-    seq = Repository.objects.values_list("event_seq", flat=True).get(pk=repository.pk)
+    # handed out in commit order with no gaps, on SQLite and PostgreSQL alike. RETURNING (SQLite
+    # 3.35+, PostgreSQL) reads the new number in the same statement.
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(_NEXT_SEQ, [repository.pk])
+        (seq,) = cursor.fetchone()
     return Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+
+
+_NEXT_SEQ = (
+    f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
+)

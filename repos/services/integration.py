@@ -101,13 +101,17 @@ def wait_for(operation: Operation, timeout_s: float) -> Operation:
 
 
 def land_stream(stream_id: int) -> int:
-    """Land every queued operation of the stream, batch after batch; returns how many landed."""
+    """Land every queued operation of the stream, batch after batch; returns how many landed.
+
+    A batch smaller than the batch size emptied the queue; an operation queued after it was read
+    has its own landing task (enqueued when it committed), so there is no need to look again.
+    """
     landed = 0
     while True:
         count = _land_batch(stream_id)
-        if count == 0:
-            return landed
         landed += count
+        if count < settings.AGENTGIT["LANDING_BATCH"]:
+            return landed
 
 
 class Recovery(NamedTuple):

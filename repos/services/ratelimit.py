@@ -22,7 +22,9 @@ protects the server, it is not what makes anything correct.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import sqlite3
 import threading
 import time
@@ -106,23 +108,23 @@ class SqliteBuckets:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._local = threading.local()
+        # Idle connections, reused by whichever thread comes next: under ASGI every request
+        # runs in a thread of its own, so a connection per thread would be one per request.
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
 
-    def _connection(self) -> sqlite3.Connection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(self._path, timeout=5, isolation_level=None)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=OFF")
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)"
-            )
-            self._local.connection = connection
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self._path, timeout=5, isolation_level=None, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=OFF")
+        connection.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)")
         return connection
 
     def take(self, key: str, rate: float, burst: int) -> float:
         """Seconds until a token is free (0: one was taken)."""
-        connection = self._connection()
+        try:
+            connection = self._idle.get_nowait()
+        except queue.Empty:
+            connection = self._connect()
         connection.execute("BEGIN IMMEDIATE")  # the file's write lock: one process at a time
         try:
             now = time.time()  # read under the lock, so updates are ordered by time
@@ -142,8 +144,11 @@ class SqliteBuckets:
             )
             connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            connection.close()
             raise
+        self._idle.put(connection)
         return wait
 
 
