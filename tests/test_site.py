@@ -130,8 +130,14 @@ def test_serve_info_says_when_the_stored_password_is_stale(settings, tmp_path, c
     assert (tmp_path / "admin-password").read_text().strip() not in out
 
 
-def test_uvicorn_serves_healthz_over_http():
+def test_uvicorn_serves_healthz_and_static_files_over_http():
     with Deployment("embedded") as server:  # migrates a fresh data directory, then starts uvicorn
+        server.manage("collectstatic", "--noinput", "-v", "0")
         server.start_server()
         answer = httpx.get(f"{server.url}/healthz", timeout=10, trust_env=False)
+        css = httpx.get(f"{server.url}/static/admin/css/base.css", timeout=10, trust_env=False)
+        missing = httpx.get(f"{server.url}/static/admin/css/no-such.css", timeout=10, trust_env=False)
     assert answer.status_code == 200 and answer.json() == {"status": "ok"}
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+    assert b"body" in css.content
+    assert missing.status_code == 404
