@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..errors import Forbidden, Invalid, Unauthenticated
+from ..lookups import Lookup
 from ..models import Credential
 
 TOKEN_PREFIX = "agt_"
@@ -77,18 +78,23 @@ def create_credential(
     return credential, token
 
 
+#: Every request's first query (repos.lookups): the credential and whether its user is active.
+_BY_TOKEN_HASH = Lookup(Credential, "token_hash", extra=("user__is_active",))
+
+
 def authenticate_token(token: str) -> Credential:
-    """The live credential a token belongs to; Unauthenticated if unknown or revoked."""
+    """The live credential a token belongs to; Unauthenticated if unknown or revoked.
+
+    Its ``user`` is read from the database when first used (most requests never do).
+    """
     digest = hash_token(token)
-    credential = Credential.objects.select_related("user").filter(token_hash=digest).first()
+    found = _BY_TOKEN_HASH.get(digest)
     # The index lookup already matched the hash; compare_digest makes the final equality
     # check constant-time whatever the database's comparison does.
-    if (
-        credential is None
-        or not hmac.compare_digest(credential.token_hash, digest)
-        or credential.revoked is not None
-        or not credential.user.is_active
-    ):
+    if found is None:
+        raise Unauthenticated(INVALID_TOKEN)
+    credential, (user_is_active,) = found
+    if not hmac.compare_digest(credential.token_hash, digest) or credential.revoked is not None or not user_is_active:
         raise Unauthenticated(INVALID_TOKEN)
     _touch(credential)
     return credential

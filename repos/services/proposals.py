@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from ..errors import Invalid, NotFound
+from ..lookups import Lookup
 from ..models import Credential, Proposal, Repository
 from .events import PROPOSAL_OPENED, append_event
 from .repositories import get_stream, resolve_rev
@@ -28,11 +29,18 @@ def open_proposal(
     return proposal
 
 
+_BY_ID = Lookup(Proposal, "repository", "id")
+
+
 def get_proposal(repository: Repository, proposal_id: object) -> Proposal:
     try:
-        return Proposal.objects.select_related("stream").get(repository=repository, pk=int(proposal_id))
-    except (Proposal.DoesNotExist, ValueError, TypeError):
-        raise NotFound(f"no proposal {proposal_id} in {repository.name}") from None
+        number = int(proposal_id)
+    except (ValueError, TypeError):
+        number = 0
+    found = _BY_ID.get(repository.pk, number) if 0 < number < 2**63 else None  # a bigint
+    if found is None:
+        raise NotFound(f"no proposal {proposal_id} in {repository.name}")
+    return found[0]
 
 
 def list_proposals(repository: Repository, *, state: str | None = None, stream: str | None = None):

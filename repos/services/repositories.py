@@ -10,6 +10,7 @@ from engine.errors import EngineError
 from engine.objects import check_object_id, is_object_id
 
 from ..errors import Invalid, NotFound, from_engine
+from ..lookups import Lookup
 from ..models import Repository, Stream
 from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
 from .stores import store_for
@@ -63,18 +64,25 @@ def list_repositories():
     return Repository.objects.order_by("name")
 
 
+#: Every repository request's lookup (repos.lookups).
+_BY_NAME = Lookup(Repository, "name")
+
+
 def get_repository(name: str) -> Repository:
-    try:
-        return Repository.objects.get(name=name)
-    except Repository.DoesNotExist:
-        raise NotFound(f"no repository named {name!r}") from None
+    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise NotFound(f"no repository named {name!r}")
+    return found[0]
+
+
+_STREAM_BY_NAME = Lookup(Stream, "repository", "name")
 
 
 def get_stream(repository: Repository, name: str) -> Stream:
-    try:
-        return Stream.objects.get(repository=repository, name=name)
-    except Stream.DoesNotExist:
-        raise NotFound(f"no stream named {name!r} in {repository.name}") from None
+    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) else None
+    if found is None:
+        raise NotFound(f"no stream named {name!r} in {repository.name}")
+    return found[0]
 
 
 def create_stream(repository: Repository, name: str, start: str | None) -> Stream:

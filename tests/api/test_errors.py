@@ -225,6 +225,9 @@ def test_unknown_streams_proposals_objects_and_operations_are_not_found(landed):
     error(api.post("/proposals", {"stream": "main", "head": MISSING}), 404, "not_found")
     error(api.get("/proposals/999"), 404, "not_found")
     error(api.get("/proposals/abc"), 404, "not_found")
+    error(api.get(f"/proposals/{2**70}"), 404, "not_found")  # beyond a database integer
+    error(api.get("/proposals/-1"), 404, "not_found")
+    error(api.get(f"/operations/{2**70}"), 404, "not_found")
     error(api.post("/proposals/999/integrate"), 404, "not_found")
     error(api.get(f"/blobs/{MISSING}"), 404, "not_found")
     assert api.client.head(api.url(f"/blobs/{MISSING}")).status_code == 404
