@@ -2,10 +2,14 @@
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentgit_site.settings")
-django_application = get_asgi_application()  # set up Django before importing consumers
+django.setup(set_prefix=False)  # before importing anything that touches models
+
+from agentgit_site.handler import SingleHopASGIHandler  # noqa: E402
+
+django_application = SingleHopASGIHandler()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402

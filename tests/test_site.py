@@ -6,6 +6,7 @@ import time
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
 
@@ -82,6 +83,25 @@ def test_sqlite_writers_take_turns_and_a_failed_transaction_lets_the_next_one_in
     threading.Thread(target=after_rollback).start()
     assert done.wait(5), "the rolled-back transaction kept the writer lock"
     assert set(User.objects.values_list("username", flat=True)) == {"first", "second", "third"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_connections_are_reused_unless_closed_inside_a_transaction():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite-only backend")
+    connection.ensure_connection()
+    first = connection.connection
+    connection.close()  # what the end of a request does
+    connection.ensure_connection()
+    assert connection.connection is first  # the pooled one: no new file open, no setup again
+
+    # A connection left inside a transaction (a request that died half-way) is not reused.
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO auth_group (name) VALUES ('never committed')")
+    connection.close()
+    connection.ensure_connection()
+    assert connection.connection is not first
+    assert not Group.objects.filter(name="never committed").exists()
 
 
 def _pragma(name: str):

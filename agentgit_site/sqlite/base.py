@@ -1,4 +1,4 @@
-"""SQLite, with write transactions that queue instead of sleeping.
+"""SQLite, with write transactions that queue instead of sleeping, and pooled connections.
 
 SQLite has one writer at a time. A connection that finds the write lock taken waits in SQLite's
 busy handler, which sleeps 1, 2, 5, 10, 15, 20, 25, … ms between tries and does not notice the
@@ -8,6 +8,12 @@ takes a lock that wakes the next waiter the moment it is released — a thread l
 threads of this process, then an ``flock`` on a file beside the database for the other server
 processes — and only then ``BEGIN IMMEDIATE``, which then finds SQLite's lock free.
 
+Connections are pooled per database file. Under ASGI every request has a context (and a thread)
+of its own, so Django opens a connection per request — and a new SQLite connection costs a file
+open, Django's 30-odd SQL functions registered and the PRAGMAs run, about a millisecond here.
+A connection that is closed outside a transaction goes back to the pool instead, for the next
+request.
+
 ``ENGINE: "agentgit_site.sqlite"``; everything else is Django's SQLite backend.
 """
 
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import queue
 import threading
 
 from django.db import OperationalError
@@ -47,6 +54,10 @@ class _WriterLock:
             self._threads.release()
 
 
+#: Idle connections kept per database file: more than this many are closed.
+POOL_SIZE = 32
+
+_pools: dict[str, queue.LifoQueue] = {}
 _locks: dict[str, _WriterLock] = {}
 _locks_guard = threading.Lock()
 
@@ -60,8 +71,31 @@ def _writer_lock(database: str) -> _WriterLock:
         return lock
 
 
+def _pool(database: str) -> queue.LifoQueue:
+    path = os.path.abspath(database)
+    with _locks_guard:
+        return _pools.setdefault(path, queue.LifoQueue())  # the most recently used first
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     _holds_writer_lock = False
+
+    def get_new_connection(self, conn_params):
+        if not self.is_in_memory_db():
+            try:
+                return _pool(str(self.settings_dict["NAME"])).get_nowait()
+            except queue.Empty:
+                pass
+        return super().get_new_connection(conn_params)
+
+    def _close(self) -> None:
+        connection = self.connection
+        if connection is not None and not self.is_in_memory_db() and not connection.in_transaction:
+            pool = _pool(str(self.settings_dict["NAME"]))
+            if pool.qsize() < POOL_SIZE:
+                pool.put(connection)  # as good as new: no transaction, the same settings
+                return None
+        return super()._close()
 
     def _writer(self) -> _WriterLock | None:
         name = str(self.settings_dict["NAME"])
