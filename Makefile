@@ -2,8 +2,9 @@
 
 PORT ?= 8000
 HOST ?= 127.0.0.1
-# Server processes: one process runs Python on one core at a time (docs/adr/0002).
-WORKERS ?= 2
+# Server processes: one runs Python on one core at a time, and waits for disk and locks part of
+# the time, so two per core (docs/adr/0002).
+WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

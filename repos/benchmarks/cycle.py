@@ -36,6 +36,8 @@ SCENARIOS = ("streams", "stream")
 
 #: The steps of a cycle, in order, as timed.
 STEPS = ("head", "upload", "changeset", "propose", "integrate")
+#: Server processes, as ``make serve`` starts them: two per core.
+DEFAULT_SERVER_WORKERS = 2 * (os.cpu_count() or 1)
 
 
 @dataclass
@@ -278,7 +280,7 @@ def run_cycle_benchmark(
     scenarios: list[str],
     writers: int = 16,
     duration_s: float = 15.0,
-    server_workers: int = 2,
+    server_workers: int = DEFAULT_SERVER_WORKERS,
     celery_workers: int = 2,
     celery_concurrency: int = 1,
     env: dict[str, str] | None = None,
@@ -293,9 +295,9 @@ def run_cycle_benchmark(
         for scenario in scenarios:
             log(f"{mode} / {scenario}: starting the deployment")
             with Deployment(mode, env=env) as deployment:
-                if mode == "embedded":
-                    url = deployment.start_server(workers=1)
-                    setup = "uvicorn ×1, SQLite, Celery eager"
+                if mode == "embedded":  # as `make serve` runs it (WORKERS processes)
+                    url = deployment.start_server(workers=server_workers)
+                    setup = f"uvicorn ×{server_workers}, SQLite, Celery eager"
                 else:
                     url = deployment.start_server(workers=server_workers)
                     for _ in range(celery_workers):

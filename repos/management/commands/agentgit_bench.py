@@ -107,7 +107,8 @@ class Command(BaseCommand):
                            help="streams (a stream per writer) and/or stream (all on main); default: both")
         group.add_argument("--writers", type=_positive, default=16, help="closed-loop writers (default: %(default)s)")
         group.add_argument("--duration", type=float, default=15.0, help="seconds per row (default: %(default)s)")
-        group.add_argument("--server-workers", type=_positive, default=2, help="uvicorn --workers, production mode")
+        group.add_argument("--server-workers", type=_positive, default=cycle.DEFAULT_SERVER_WORKERS,
+                           help="uvicorn --workers, both modes (default: two per core, as make serve)")
         group.add_argument("--celery-workers", type=_positive, default=2, help="celery worker processes, production mode")
         group.add_argument("--celery-concurrency", type=_positive, default=1, help="pool size of each celery worker")
         group.add_argument("--env", action="append", default=[], type=_assignment, metavar="NAME=VALUE",
