@@ -14,12 +14,12 @@ django_application = SingleHopASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from agentgit_site.bodylimit import BodyLimit  # noqa: E402
+from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
 from repos.api.events import EventsConsumer  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimit(django_application),
+        "http": LoadShedding(BodyLimit(django_application)),
         "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
     }
 )

@@ -43,6 +43,9 @@ AGENTGIT = {
     # Who commits the merge changesets the server writes.
     "COMMITTER_NAME": os.environ.get("AGENTGIT_COMMITTER_NAME", "AgentGit"),
     "COMMITTER_EMAIL": os.environ.get("AGENTGIT_COMMITTER_EMAIL", "agentgit@localhost"),
+    # Requests in progress at once per server process; more are refused with 503 unavailable
+    # (retryable) rather than queued. 0: no limit. Probes and event feeds are never refused.
+    "MAX_CONCURRENT_REQUESTS": _env_int("AGENTGIT_MAX_CONCURRENT_REQUESTS", 256),
     # Largest request body accepted (blob uploads, changesets); larger ones get 413 too_large.
     "MAX_BODY_BYTES": _env_int("AGENTGIT_MAX_BODY_BYTES", 100 * 1024 * 1024),
     # How long the integrate endpoint waits for its outcome before answering 202 with the operation.

@@ -291,11 +291,11 @@ _ERROR_TEXT = {
 
 
 def errors(*statuses: int) -> dict:
-    """Schema responses for the given error statuses (401, 403 and 429 are added: every call is
-    scoped and rate-limited)."""
+    """Schema responses for the given error statuses (401, 403, 429 and 503 are added: every call
+    is scoped, rate-limited and may be shed when the server is saturated)."""
     return {
         status: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[status])
-        for status in sorted({401, 403, 429, *statuses})
+        for status in sorted({401, 403, 429, 503, *statuses})
     }
 
 

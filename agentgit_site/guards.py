@@ -1,0 +1,105 @@
+"""ASGI guards in front of Django: refusals that must come before any work is done.
+
+* :class:`BodyLimit` — bodies over ``AGENTGIT["MAX_BODY_BYTES"]`` are refused (413
+  ``too_large``) before Django reads them.
+* :class:`LoadShedding` — over ``AGENTGIT["MAX_CONCURRENT_REQUESTS"]`` requests at once in this
+  process, more are refused (503 ``unavailable``, retryable) instead of queued.
+
+Both answer the API's one error shape.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+
+from repos.errors import ApiError, TooLarge, Unavailable
+
+#: Paths never shed: probes must answer while the server is saturated, and event feeds are
+#: long-lived connections, not work in progress.
+_NOT_SHED = ("/healthz", "/readyz", "/metrics")
+_FEED_SUFFIX = "/events"
+
+
+class LoadShedding:
+    """Refuse requests beyond a number in progress at once (per process), rather than queue them.
+
+    A saturated server that queues every request makes every client wait longer and longer; one
+    that refuses the excess at once keeps the requests it serves fast, and tells the others to
+    retry (``unavailable`` is retryable, with ``Retry-After``). 0 turns it off.
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.in_progress = 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        limit = settings.AGENTGIT["MAX_CONCURRENT_REQUESTS"]
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not limit or path in _NOT_SHED or path.endswith(_FEED_SUFFIX):
+            await self.app(scope, receive, send)
+            return
+        if self.in_progress >= limit:
+            error = Unavailable(f"the server is at its limit of {limit} requests at once; retry", retry_after_ms=100)
+            await _answer(send, 503, error, [(b"retry-after", b"1")])
+            return
+        self.in_progress += 1  # one event loop per process: no lock needed
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_progress -= 1
+
+
+class BodyLimit:
+    """Refuse request bodies over the limit before Django reads them.
+
+    Under ASGI, Django receives a whole body (spooling it to disk) before any view can look at
+    it, so a 5 GiB upload would be stored in full only to be refused. This guard answers 413 at
+    once when the declared ``Content-Length`` is over the limit, and stops a body without one
+    (chunked) as soon as it passes the limit. Views still check the size (the test client and
+    WSGI do not come through here).
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = settings.AGENTGIT["MAX_BODY_BYTES"]
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _refuse(send, f"the body is {int(declared)} bytes; the limit is {limit}")
+            return
+        received = 0
+        refused = False
+
+        async def counting_receive():
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit and not refused:
+                    refused = True
+                    await _refuse(send, f"the body is over the limit of {limit} bytes")
+                    return {"type": "http.disconnect"}  # Django abandons the request
+            return message
+
+        async def guarded_send(message):
+            if not refused:  # the refusal is the whole answer
+                await send(message)
+
+        await self.app(scope, counting_receive, guarded_send)
+
+
+async def _refuse(send, message: str) -> None:
+    await _answer(send, 413, TooLarge(message), [(b"connection", b"close")])
+
+
+async def _answer(send, status: int, error: ApiError, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps(error.as_dict()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

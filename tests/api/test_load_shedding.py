@@ -1,0 +1,48 @@
+"""Load shedding over real HTTP: beyond the limit of requests at once, 503 ``unavailable`` at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+
+from repos.benchmarks.deployment import Deployment
+
+
+def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
+    with Deployment("embedded", env={"AGENTGIT_MAX_CONCURRENT_REQUESTS": "2"}) as server:
+        token = server.create_token("shed")
+        server.start_server()
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.url, headers=auth, timeout=30, trust_env=False) as http:
+            assert http.post("/api/v1/repos", json={"name": "demo"}).status_code == 201
+            release = threading.Event()
+            answers: list[int] = []
+
+            def slow_upload() -> None:  # a body that trickles in holds its slot until it ends
+                def body():
+                    yield b"first part\n"
+                    release.wait(20)
+                    yield b"last part\n"
+
+                with httpx.Client(base_url=server.url, headers=auth, timeout=30, trust_env=False) as own:
+                    answers.append(own.post("/api/v1/repos/demo/blobs", content=body()).status_code)
+
+            slow = [threading.Thread(target=slow_upload) for _ in range(2)]
+            for thread in slow:
+                thread.start()
+            time.sleep(1.0)  # both are in progress
+
+            refused = http.get("/api/v1/repos/demo")
+            assert refused.status_code == 503
+            error = refused.json()["error"]
+            assert error["code"] == "unavailable" and error["retryable"] is True
+            assert refused.headers["Retry-After"] == "1"
+            assert http.get("/healthz").status_code == 200  # probes are never refused
+
+            release.set()
+            for thread in slow:
+                thread.join(30)
+            assert answers == [201, 201]
+            assert http.get("/api/v1/repos/demo").status_code == 200
