@@ -8,6 +8,7 @@ tasks, the git bridge) and the engine.
 * ``reads``        — tree, file, diff, blame and log.
 * ``derived``      — graph nodes and the path index: written with each landing, read by log.
 * ``credentials``  — API tokens: create, authenticate, revoke, scopes.
+* ``ratelimit``    — a token bucket per credential, shared by every server process.
 * ``events``       — the outbox: events written in the transaction that caused them.
 * ``stores``       — the object store of each repository (one per process, caches kept warm).
 
