@@ -67,11 +67,12 @@ class BlameLine(NamedTuple):
     text: str
 
 
-def blame(store: ObjectStore, commit_id: ObjectId, path: str) -> list[BlameLine]:
+def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathIndex | None = None) -> list[BlameLine]:
     """Attribute every line of ``path`` at ``commit_id`` to the changeset that introduced it.
 
     Walks the first-parent chain. Where the file's blob is unchanged from the parent, the
-    lines pass to the parent without a diff; otherwise parent and child are matched with
+    lines pass to the parent without a diff (with an ``index``, without even looking the file up
+    in changesets the index shows leaving it alone); otherwise parent and child are matched with
     patience diff and unmatched child lines belong to the child. A line still unattributed
     where the file did not exist in the parent (created, or re-created after a delete), or at
     the root, belongs to that changeset. Binary files are blamed by ``\\n``-separated lines,
@@ -94,7 +95,15 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str) -> list[BlameLine]
     positions = list(range(len(lines)))
     targets = list(range(len(lines)))
     current_id, current, blob_id, current_lines = commit_id, commit, entry.id, lines
+    changes = _PathChanges(index, path) if index is not None else None
     while targets and current.parents:
+        if changes is not None:
+            # Changesets the index shows leaving the file alone pass its lines on untouched:
+            # skip to the first one that may change it, without looking the file up on the way.
+            changed_id = changes.last_unchanged(store, current_id, set())
+            if changed_id is not None and changed_id != current_id:
+                current_id, current = changed_id, store.read_commit(changed_id)
+                continue
         parent_id = current.parents[0]
         parent = store.read_commit(parent_id)
         parent_entry = lookup_segments(store, parent.tree, segments)

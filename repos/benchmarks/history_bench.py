@@ -21,7 +21,7 @@ from typing import Callable
 
 from engine.changeset import Write, create_changeset
 from engine.graph import is_ancestor
-from engine.history import log
+from engine.history import blame, log
 from engine.integrate import integrate
 from engine.objects import BLOB, ObjectId, Signature, hash_object
 from engine.store import DiskStore, MemoryStore
@@ -34,6 +34,8 @@ FILES = 1_000
 RARE_FILE = "d7/f7.txt"
 HOT_DIRECTORY = "d3"
 NEVER = "no/such/file.txt"
+#: A file no changeset after the import touches: its blame walks the whole first-parent line.
+UNTOUCHED_FILE = "d5/f5.txt"
 
 
 @dataclass
@@ -125,6 +127,13 @@ def run_history_benchmark(
 
                 return read
 
+            def blame_plain(store, known):
+                return blame(store, head, UNTOUCHED_FILE)
+
+            def blame_indexed(store, known):  # as repos.services.reads.blame does it
+                index = derived.DatabasePathIndex(repository, derived.refresh(repository, store, known))
+                return blame(store, head, UNTOUCHED_FILE, index=index)
+
             def ancestry_plain(store, known):
                 return is_ancestor(store, oldest, head)
 
@@ -136,6 +145,7 @@ def run_history_benchmark(
                 ("ancestry: is_ancestor(an old changeset, head)", ancestry_plain, ancestry_derived),
                 (f"log --path {RARE_FILE} (changed 20 times)", plain(RARE_FILE), indexed(RARE_FILE)),
                 (f"log --path {NEVER} (never existed)", plain(NEVER), indexed(NEVER)),
+                (f"blame {UNTOUCHED_FILE} (unchanged since the import)", blame_plain, blame_indexed),
                 (f"log --path {HOT_DIRECTORY}/ (hot directory), first 50", plain(HOT_DIRECTORY, 50), indexed(HOT_DIRECTORY, 50)),
             ]
             for label, without, with_derived in cases:

@@ -105,8 +105,9 @@ def _file_patch(store, change) -> str:
 
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:
     store = store_for(repository.name)
+    index = derived.DatabasePathIndex(repository, derived.refresh(repository, store))
     try:
-        lines = history.blame(store, resolve_rev(repository, rev), path)
+        lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
     except EngineError as error:
         raise from_engine(error) from None
     return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]

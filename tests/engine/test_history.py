@@ -322,3 +322,21 @@ def test_an_indexed_log_reads_no_tree_of_the_changesets_that_leave_the_path_alon
     # The root's tree (to see the file exists) and, per listed changeset, its tree and its
     # parent's, one segment deep: not one per changeset walked.
     assert len(reads) <= 1 + 2 * 2
+
+
+def test_an_indexed_blame_looks_the_file_up_only_where_it_changed(build):
+    history = [build.commit({"f.txt": "a\n", "other.txt": "0\n"})]
+    for number in range(1, 30):
+        files = {"f.txt": f"a\n{number}\n"} if number % 10 == 0 else {"other.txt": f"{number}\n"}
+        history.append(build.commit(files, parent=history[-1]))
+    index = MemoryPathIndex()
+    index.add(derive(build.store, history[-1], lambda oid: False))
+    expected = blame(build.store, history[-1], "f.txt")
+    assert [line.changeset for line in expected] == [history[0], history[20]]
+
+    reads: list[ObjectId] = []
+    read_tree = build.store.read_tree
+    build.store.read_tree = lambda oid: reads.append(oid) or read_tree(oid)
+    assert blame(build.store, history[-1], "f.txt", index=index) == expected
+    # The head's lookup, then per changeset that changed the file its parent's: 3 lookups, not 30.
+    assert len(reads) <= 3

@@ -92,6 +92,13 @@ def assert_log_matches_git(repo: Repo, ids: Sequence[ObjectId], paths: Sequence[
     assert log(repo.store, ids[-1]) == repo.log()
 
 
+def assert_blame_matches(repo: Repo, ids: Sequence[ObjectId], path: str, expected: list[ObjectId]) -> None:
+    """``blame`` at the last of ``ids`` gives ``expected``, with and without each kind of path index."""
+    assert [line.changeset for line in blame(repo.store, ids[-1], path)] == expected
+    for name, index in path_indexes(repo.store, ids):
+        assert [line.changeset for line in blame(repo.store, ids[-1], path, index=index)] == expected, name
+
+
 @contextmanager
 def fresh_repo() -> Iterator[Repo]:
     """A new repository per hypothesis example (function-scoped fixtures are shared by examples)."""
@@ -163,13 +170,13 @@ def test_blame_matches_git_on_a_history_of_edits(tmp_path):
         "x\na\nB\nd\n",
         "x\na\nB\nd\ne\nf\n",
     ]
-    head: list[ObjectId] = []
+    history: list[ObjectId] = []
     for time, text in enumerate(versions):
         files = {"other.txt": f"{time}\n"} if text is None else {"dir/f.txt": text}
-        head = [repo.commit(head, files, time)]
-    repo.point_main(head[0])
+        history.append(repo.commit(history[-1:], files, time))
+    repo.point_main(history[-1])
     repo.fsck()
-    assert [line.changeset for line in blame(repo.store, head[0], "dir/f.txt")] == repo.blame("dir/f.txt")
+    assert_blame_matches(repo, history, "dir/f.txt", repo.blame("dir/f.txt"))
 
 
 def test_blame_matches_git_first_parent_across_merges(tmp_path):
@@ -184,6 +191,7 @@ def test_blame_matches_git_first_parent_across_merges(tmp_path):
     ours = [line.changeset for line in blame(repo.store, after, "f.txt")]
     assert ours == repo.blame("f.txt", "--first-parent")
     assert ours == [main, base, after, base, merged]
+    assert_blame_matches(repo, [base, side, main, merged, after], "f.txt", ours)
 
 
 #: A modest alphabet of distinct lines: each version holds a line at most once and edits never
@@ -220,12 +228,12 @@ def linear_edits(draw) -> list[list[str] | None]:
 @given(versions=linear_edits())
 def test_blame_equals_git_blame_on_random_linear_histories(versions):
     with fresh_repo() as repo:
-        head: list[ObjectId] = []
+        history: list[ObjectId] = []
         for time, lines in enumerate(versions):
             files = {"other.txt": f"unrelated {time}\n"} if lines is None else {"src/f.txt": "".join(lines)}
-            head = [repo.commit(head, files, time)]
-        repo.point_main(head[0])
-        assert [line.changeset for line in blame(repo.store, head[0], "src/f.txt")] == repo.blame("src/f.txt")
+            history.append(repo.commit(history[-1:], files, time))
+        repo.point_main(history[-1])
+        assert_blame_matches(repo, history, "src/f.txt", repo.blame("src/f.txt"))
 
 
 # ---------------------------------------------------------------------------- log
