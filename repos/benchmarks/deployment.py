@@ -192,15 +192,20 @@ class Process:
 
 
 class PostgresDatabase:
-    """A fresh PostgreSQL database, ``agentgit_e2e_<random>``, dropped by :meth:`drop`."""
+    """A fresh PostgreSQL database, ``agentgit_e2e_<pid>_<random>``, dropped by :meth:`drop`.
+
+    The name carries the creating process's id: databases whose process is gone (a test run
+    killed before its teardown) are dropped when the next one is created.
+    """
 
     def __init__(self, admin_url: str = POSTGRES_ADMIN_URL, prefix: str = "agentgit_e2e") -> None:
         import psycopg  # prod.txt; only the production mode needs it
 
         self.admin_url = admin_url
-        self.name = f"{prefix}_{secrets.token_hex(6)}"
+        self.name = f"{prefix}_{os.getpid()}_{secrets.token_hex(6)}"
         try:
             with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as conn:
+                _drop_orphans(conn, prefix)
                 conn.execute(f'CREATE DATABASE "{self.name}"')
         except psycopg.OperationalError as error:
             raise DeploymentError(f"PostgreSQL is not reachable at {admin_url}: {error}") from None
@@ -222,6 +227,27 @@ class PostgresDatabase:
         with contextlib.suppress(psycopg.Error):
             with psycopg.connect(self.admin_url, autocommit=True, connect_timeout=10) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def _drop_orphans(conn, prefix: str) -> None:
+    """Drop the ``prefix`` databases whose creating process no longer runs on this machine."""
+    names = conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (f"{prefix}_%",)).fetchall()
+    for (name,) in names:
+        pid = name[len(prefix) + 1 :].split("_", 1)[0]
+        if not pid.isdigit() or _process_alive(int(pid)):
+            continue  # an older naming, or a run still going
+        with contextlib.suppress(Exception):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RedisDatabase:

@@ -125,3 +125,21 @@ def test_the_cycle_benchmark_command_drives_a_running_server(embedded, tmp_path)
         assert set(row["latency_ms"]) == {"head", "upload", "changeset", "propose", "integrate", "cycle"}
         assert row["latency_ms"]["cycle"]["p50"] > 0
     assert "cycles/s" in out.getvalue() and "streams" in out.getvalue()
+
+
+def test_databases_left_by_a_killed_run_are_dropped_by_the_next_one():
+    from repos.benchmarks.deployment import PostgresDatabase
+
+    dead_pid = 2**22 + 12345  # beyond Linux's default pid_max: no such process
+    orphan = f"agentgit_e2e_{dead_pid}_0123456789ab"
+    first = PostgresDatabase()
+    try:
+        with first.connect() as conn:
+            conn.execute(f'CREATE DATABASE "{orphan}"')
+        second = PostgresDatabase()
+        second.drop()
+        names = {row[0] for row in first.query("SELECT datname FROM pg_database")}
+        assert orphan not in names
+        assert first.name in names  # a live run's database is left alone
+    finally:
+        first.drop()
