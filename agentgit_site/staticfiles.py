@@ -1,11 +1,11 @@
-"""Static files (the admin's CSS and scripts), served by WhiteNoise from an async middleware.
+"""Static files (the admin's CSS and scripts), served by WhiteNoise from a middleware that fits
+either kind of middleware chain.
 
-WhiteNoise's own middleware is synchronous only. Under ASGI one synchronous middleware in the
-chain makes Django hop threads around it on every request — API requests included, which never
-ask for a static file: measured, the one-stream cycle benchmark went from 12.5 to 14.8 cycles/s
-without it. This middleware is asynchronous: a request under ``STATIC_URL`` is looked up and
-served by WhiteNoise in a worker thread (it reads files); every other request passes straight
-through.
+WhiteNoise's own middleware is synchronous only, and in an asynchronous chain Django hops
+threads around it on every request, API requests included. This one is both: in the synchronous
+chain the server builds (agentgit_site/handler.py) it is a plain function call, and in an
+asynchronous chain it awaits the next middleware and serves files from a worker thread. Requests
+outside ``STATIC_URL`` pass straight through either way.
 """
 
 from __future__ import annotations
@@ -15,19 +15,28 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 
 class StaticFilesMiddleware:
-    sync_capable = False
+    sync_capable = True
     async_capable = True
 
     def __init__(self, get_response) -> None:
-        if not iscoroutinefunction(get_response):  # Django adapts the chain to what we declare
-            raise TypeError("StaticFilesMiddleware needs an asynchronous get_response")
         self.get_response = get_response
         # Used for its index of files and its responses only; it never calls a get_response.
         self._whitenoise = WhiteNoiseMiddleware(get_response=None)
         self._prefix = self._whitenoise.static_prefix
-        markcoroutinefunction(self)
+        self._async = iscoroutinefunction(get_response)
+        if self._async:
+            markcoroutinefunction(self)
 
-    async def __call__(self, request):
+    def __call__(self, request):
+        if self._async:
+            return self._acall(request)
+        if request.path_info.startswith(self._prefix):
+            response = self._serve(request)
+            if response is not None:
+                return response
+        return self.get_response(request)
+
+    async def _acall(self, request):
         if request.path_info.startswith(self._prefix):
             response = await sync_to_async(self._serve, thread_sensitive=False)(request)
             if response is not None:

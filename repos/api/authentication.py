@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 
-from django.utils.functional import SimpleLazyObject
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
@@ -46,8 +45,7 @@ class _TokenAuthentication(BaseAuthentication):
             anonymous = api_settings.UNAUTHENTICATED_USER
             request.user, request.auth = (anonymous() if anonymous else None), None
             raise
-        # The user is loaded only if something reads request.user (few views do).
-        return SimpleLazyObject(lambda: credential.user), credential
+        return credential.user, credential
 
     def token_from(self, credentials: list[bytes]) -> str:
         """The token in the header's words after the scheme; Unauthenticated if malformed."""

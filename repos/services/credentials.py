@@ -78,14 +78,15 @@ def create_credential(
     return credential, token
 
 
-#: Every request's first query (repos.lookups): the credential and whether its user is active.
-_BY_TOKEN_HASH = Lookup(Credential, "token_hash", extra=("user__is_active",))
+#: Every request's first query (repos.lookups): the credential and the user fields requests use.
+_USER_FIELDS = ("is_active", "username")
+_BY_TOKEN_HASH = Lookup(Credential, "token_hash", extra=tuple(f"user__{name}" for name in _USER_FIELDS))
 
 
 def authenticate_token(token: str) -> Credential:
     """The live credential a token belongs to; Unauthenticated if unknown or revoked.
 
-    Its ``user`` is read from the database when first used (most requests never do).
+    Its ``user`` comes with it, with the fields requests use loaded (the others load on access).
     """
     digest = hash_token(token)
     found = _BY_TOKEN_HASH.get(digest)
@@ -93,9 +94,13 @@ def authenticate_token(token: str) -> Credential:
     # check constant-time whatever the database's comparison does.
     if found is None:
         raise Unauthenticated(INVALID_TOKEN)
-    credential, (user_is_active,) = found
-    if not hmac.compare_digest(credential.token_hash, digest) or credential.revoked is not None or not user_is_active:
+    credential, user_values = found
+    user_fields = dict(zip(_USER_FIELDS, user_values), id=credential.user_id)
+    if not hmac.compare_digest(credential.token_hash, digest) or credential.revoked is not None or not user_fields["is_active"]:
         raise Unauthenticated(INVALID_TOKEN)
+    User = Credential._meta.get_field("user").related_model
+    loaded = [field.attname for field in User._meta.concrete_fields if field.attname in user_fields]
+    credential.user = User.from_db(credential._state.db, loaded, [user_fields[name] for name in loaded])
     _touch(credential)
     return credential
 

@@ -63,10 +63,18 @@ def request_integration(proposal: Proposal) -> Operation:
             _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
         operation = Operation.objects.get(proposal=proposal, state=Operation.State.QUEUED)
+        # Asking again also drives the landing: the first landing may have failed (a lost
+        # database connection), and landing a drained queue costs one query.
+        _enqueue_on_commit(proposal.stream_id)
     return operation
 
 
 def _enqueue_on_commit(stream_id: int) -> None:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        # No broker (the embedded default): land in this process once the operation commits,
+        # without Celery's eager-task machinery around it.
+        transaction.on_commit(lambda: land_stream(stream_id))
+        return
     from workers.tasks import land_stream as land_stream_task  # workers import services, not the reverse
 
     land_stream_task.delay_on_commit(stream_id)

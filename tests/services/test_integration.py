@@ -88,6 +88,20 @@ def test_operations_left_queued_by_a_crash_are_landed_once_by_recovery(monkeypat
     assert Event.objects.filter(kind="stream.integrate").count() == 1
 
 
+def test_asking_again_lands_an_operation_whose_landing_was_lost(monkeypatch):
+    repository = create_repository("demo")
+    base = write(repository, None, {"a.txt": "a\n"})
+    proposal = open_proposal(repository, stream="main", head=base)
+    with monkeypatch.context() as lost:  # the landing after the first request never ran
+        lost.setattr(integration, "_enqueue_on_commit", lambda stream_id: None)
+        first = integration.request_integration(proposal)
+    assert first.state == "queued"
+    again = integration.request_integration(proposal)  # the agent retries
+    assert again.pk == first.pk
+    again.refresh_from_db()
+    assert again.state == "done" and Stream.objects.get(repository=repository).head == base
+
+
 def test_a_head_moved_behind_the_lock_is_retried_then_aborted_leaving_the_proposal_open(monkeypatch, settings):
     settings.AGENTGIT = {**settings.AGENTGIT, "INTEGRATE_ATTEMPTS": 3, "INTEGRATE_BACKOFF_MS": 1}
     repository = create_repository("demo")
