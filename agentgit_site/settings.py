@@ -74,6 +74,10 @@ CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True  # a task whose worker died is delivered again (recovery is idempotent)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery closes a prefork worker's database connections — its whole connection pool — around
+# every task; a new PostgreSQL connection per landing cost more than the landing. Reuse them
+# for this many tasks (a lost connection is retried: workers/tasks.py).
+CELERY_DB_REUSE_MAX = _env_int("AGENTGIT_DB_REUSE_MAX", 1000)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
