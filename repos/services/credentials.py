@@ -79,7 +79,7 @@ def create_credential(
 
 
 #: Every request's first query (repos.lookups): the credential and the user fields requests use.
-_USER_FIELDS = ("is_active", "username")
+_USER_FIELDS = ("is_active", "username", "email")  # email: the author of changesets
 _BY_TOKEN_HASH = Lookup(Credential, "token_hash", extra=tuple(f"user__{name}" for name in _USER_FIELDS))
 
 
