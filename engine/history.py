@@ -324,13 +324,15 @@ def derive(
     *,
     max_paths: int = MAX_INDEXED_PATHS,
     max_commits: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[DerivedCommit] | None:
     """The changesets reachable from ``head`` that ``derived`` says are not derived yet, parents
     first, each with its graph node and its first-parent changed paths.
 
     The walk stops at derived changesets: their ancestors are derived too, provided what this
     returns is recorded parents first (or all at once). With ``max_commits``, finding more
-    underived changesets than that returns None before any tree is read. Raises
+    underived changesets than that returns None before any tree is read. ``progress(done, total)``
+    is called as the changed paths are computed (a long history takes a while). Raises
     ``InvalidObjectId``, ``ObjectMissing`` or ``WrongObjectType`` for a bad ``head``.
     """
     check_object_id(head)
@@ -358,6 +360,8 @@ def derive(
         else:
             changed = frozenset()
         out.append(DerivedCommit(oid, node.generation, node.parents, node.time, changed))
+        if progress is not None and (len(out) % 1_000 == 0 or len(out) == len(todo)):
+            progress(len(out), len(todo))
     return out
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 from datetime import datetime
 
 from django.db import transaction
@@ -144,11 +145,12 @@ def derive_landed(repository: Repository, store: ObjectStore, head: ObjectId, kn
     return True
 
 
-def derive_missing() -> int:
+def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> int:
     """Derive every stream head's underived history, parents first, a chunk per transaction.
 
     Idempotent, and safe beside landings and other processes doing the same: rows already
-    there are left as they are. Returns how many changesets were derived.
+    there are left as they are. ``progress(stream, done, total)`` follows a long history.
+    Returns how many changesets were derived.
     """
     total = 0
     has_node = CommitNode.objects.filter(repository=OuterRef("repository"), commit_id=OuterRef("head"))
@@ -164,14 +166,16 @@ def derive_missing() -> int:
         known = refresh(repository, store)
         if stream.head in known.derived:
             continue
-        derived = derive(store, stream.head, known.derived.__contains__)
+        name = f"{repository.name}:{stream.name}"
+        on_progress = None if progress is None else (lambda done, total: progress(name, done, total))
+        derived = derive(store, stream.head, known.derived.__contains__, progress=on_progress)
         for start in range(0, len(derived), DERIVE_CHUNK):
             with transaction.atomic():
                 _insert(repository, derived[start : start + DERIVE_CHUNK])
         total += len(derived)
         refresh(repository, store)
         if derived:
-            logger.info("derived %d changesets of %s:%s", len(derived), repository.name, stream.name)
+            logger.info("derived %d changesets of %s", len(derived), name)
     return total
 
 

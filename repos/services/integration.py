@@ -26,7 +26,7 @@ import hashlib
 import os
 import signal
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -129,12 +129,13 @@ class Recovery(NamedTuple):
     derived: int
 
 
-def recover() -> Recovery:
+def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery:
     """Finish what a crash (or an upgrade) left behind: land every queued operation, then derive
-    every head's missing data. Run at worker start, on the beat schedule and by ``make serve``."""
+    every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
+    start, on the beat schedule and by ``make serve``."""
     stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
-    return Recovery(landed, derived.derive_missing())
+    return Recovery(landed, derived.derive_missing(progress))
 
 
 class _LostRace(Exception):

@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from django.core.management import call_command
 
 from engine.graph import generation
 from engine.history import log as engine_log
@@ -102,3 +105,16 @@ def test_a_landing_too_long_to_derive_inline_is_derived_after_it_commits(reposit
     # The derive task ran when the landing committed (Celery is eager here).
     assert set(CommitNode.objects.filter(repository=repository).values_list("commit_id", flat=True)) == set(chain)
     assert log_ids(repository, "n1.txt") == [chain[2]]
+
+
+def test_agentgit_recover_derives_what_is_missing_and_says_so(repository):
+    head, _ = history_of_landings(repository)
+    count = CommitNode.objects.filter(repository=repository).count()
+    CommitNode.objects.filter(repository=repository).delete()
+    out = io.StringIO()
+    call_command("agentgit_recover", stdout=out, stderr=io.StringIO())
+    assert out.getvalue().strip() == f"recovered: 0 queued integration(s) landed, {count} changeset(s) derived"
+    seen = []
+    CommitNode.objects.filter(repository=repository).delete()
+    assert integration.recover(lambda stream, done, total: seen.append((stream, done, total))).derived == count
+    assert seen[-1] == (f"{repository.name}:main", count, count)  # progress ends at the whole

@@ -5,7 +5,10 @@ so ``make serve`` runs this before the server starts. Safe to run at any time, a
 times, beside a running server.
 """
 
+import sys
+
 from django.core.management.base import BaseCommand
+from tqdm import tqdm
 
 from repos.services import integration
 
@@ -14,7 +17,18 @@ class Command(BaseCommand):
     help = "Land the integrations a crash left queued and derive every head's missing data."
 
     def handle(self, *args, **options) -> None:
-        recovery = integration.recover()
+        # Deriving a long history after an upgrade takes a while: a bar per stream, on a terminal.
+        bars: dict[str, tqdm] = {}
+
+        def progress(stream: str, done: int, total: int) -> None:
+            bar = bars.get(stream)
+            if bar is None:
+                bar = bars[stream] = tqdm(total=total, desc=f"deriving {stream}", unit="changeset", file=sys.stderr, disable=None)
+            bar.update(done - bar.n)
+            if done == total:
+                bar.close()
+
+        recovery = integration.recover(progress)
         self.stdout.write(
             f"recovered: {recovery.landed} queued integration(s) landed, "
             f"{recovery.derived} changeset(s) derived"
