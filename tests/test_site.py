@@ -1,5 +1,6 @@
 """The site as served: health check, database durability settings, admin, a real server."""
 
+import os
 import threading
 import time
 
@@ -102,6 +103,29 @@ def test_sqlite_connections_are_reused_unless_closed_inside_a_transaction():
     connection.ensure_connection()
     assert connection.connection is not first
     assert not Group.objects.filter(name="never committed").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_child_opens_its_own_sqlite_connection():
+    """Celery's prefork workers fork: a child must never use a connection of its parent's pool."""
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite-only backend")
+    connection.ensure_connection()
+    parents = connection.connection
+    connection.close()  # into the pool
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            connection.ensure_connection()
+            own = connection.connection is not parents
+            own = own and Group.objects.count() >= 0  # and it works
+            os._exit(0 if own else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    connection.ensure_connection()
+    assert connection.connection is parents  # the parent's pool is still its own
 
 
 def _pragma(name: str):

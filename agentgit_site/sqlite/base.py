@@ -71,6 +71,19 @@ def _writer_lock(database: str) -> _WriterLock:
         return lock
 
 
+def _forget_after_fork() -> None:
+    """A forked child (a Celery prefork worker) must not use its parent's SQLite connections or
+    share its lock file descriptions; it opens its own. The inherited ones are kept, unused, so
+    that garbage collection does not close them under the parent."""
+    _inherited.append((dict(_pools), dict(_locks)))
+    _pools.clear()
+    _locks.clear()
+
+
+_inherited: list = []
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _pool(database: str) -> queue.LifoQueue:
     path = os.path.abspath(database)
     with _locks_guard:

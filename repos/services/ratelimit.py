@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -155,6 +156,16 @@ class SqliteBuckets:
 _store: RedisBuckets | SqliteBuckets | None = None
 _store_config: tuple | None = None
 _store_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    global _store, _store_config
+    _inherited.append(_store)  # a child must not share its parent's connections; kept unused
+    _store, _store_config = None, None
+
+
+_inherited: list = []
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _buckets() -> RedisBuckets | SqliteBuckets:
