@@ -32,9 +32,13 @@ def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
             slow = [threading.Thread(target=slow_upload) for _ in range(2)]
             for thread in slow:
                 thread.start()
-            time.sleep(1.0)  # both are in progress
-
+            # Once both are in progress (their threads may take a moment on a busy machine),
+            # the next request is refused.
+            deadline = time.monotonic() + 20
             refused = http.get("/api/v1/repos/demo")
+            while refused.status_code != 503 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                refused = http.get("/api/v1/repos/demo")
             assert refused.status_code == 503
             error = refused.json()["error"]
             assert error["code"] == "unavailable" and error["retryable"] is True
