@@ -18,10 +18,12 @@ def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
         with httpx.Client(base_url=server.url, headers=auth, timeout=30, trust_env=False) as http:
             assert http.post("/api/v1/repos", json={"name": "demo"}).status_code == 201
             release = threading.Event()
+            sending = threading.Semaphore(0)
             answers: list[int] = []
 
             def slow_upload() -> None:  # a body that trickles in holds its slot until it ends
                 def body():
+                    sending.release()  # the headers are on their way: the request is starting
                     yield b"first part\n"
                     release.wait(20)
                     yield b"last part\n"
@@ -32,12 +34,16 @@ def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
             slow = [threading.Thread(target=slow_upload) for _ in range(2)]
             for thread in slow:
                 thread.start()
-            # Once both are in progress (their threads may take a moment on a busy machine),
-            # the next request is refused.
+            for _ in slow:
+                assert sending.acquire(timeout=20)
+            # Both slow requests were sent before any probe: once the server has them both in
+            # progress (a moment on a busy machine), a probe is refused. A probe admitted before
+            # that only borrows a slot for its own short while.
+            time.sleep(0.5)
             deadline = time.monotonic() + 20
             refused = http.get("/api/v1/repos/demo")
             while refused.status_code != 503 and time.monotonic() < deadline:
-                time.sleep(0.1)
+                time.sleep(0.2)
                 refused = http.get("/api/v1/repos/demo")
             assert refused.status_code == 503
             error = refused.json()["error"]
