@@ -30,28 +30,28 @@ def buckets(request, settings):
 
 
 def test_a_credential_gets_its_burst_then_429_with_a_retry_hint(buckets):
-    client = client_with(["read"], rate=10, burst=3)
+    client = client_with(["read"], rate=2, burst=3)
     assert [client.get("/api/v1/repos").status_code for _ in range(3)] == [200, 200, 200]
     refused = client.get("/api/v1/repos")
     assert refused.status_code == 429
     error = refused.json()["error"]
     assert error["code"] == "rate_limited" and error["retryable"] is True
-    assert 0 < error["retry_after_ms"] <= 100  # one token comes back every 100 ms
+    assert 0 < error["retry_after_ms"] <= 500  # one token comes back every 500 ms
     assert refused["Retry-After"] == "1"  # whole seconds, rounded up
     time.sleep(error["retry_after_ms"] / 1000 + 0.02)
     assert client.get("/api/v1/repos").status_code == 200  # the hint was enough
 
 
 def test_one_credential_running_dry_does_not_limit_another(buckets):
-    hammered = client_with(["read"], rate=1, burst=2)
-    other = client_with(["read"], rate=1, burst=2)
+    hammered = client_with(["read"], rate=0.1, burst=2)  # a token every 10 s: none comes back here
+    other = client_with(["read"], rate=0.1, burst=2)
     statuses = [hammered.get("/api/v1/repos").status_code for _ in range(5)]
     assert statuses == [200, 200, 429, 429, 429]
     assert other.get("/api/v1/repos").status_code == 200
 
 
 def test_the_default_limit_applies_unless_the_credential_has_its_own(settings):
-    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT": 1, "RATE_BURST": 2, "RATE_LIMIT_REDIS_URL": None}
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT": 0.1, "RATE_BURST": 2, "RATE_LIMIT_REDIS_URL": None}
     default = client_with(["read"])
     own = client_with(["read"], rate=1000, burst=1000)
     assert [default.get("/api/v1/repos").status_code for _ in range(3)] == [200, 200, 429]
@@ -62,7 +62,7 @@ def test_the_default_limit_applies_unless_the_credential_has_its_own(settings):
 
 def test_refused_requests_are_those_that_would_be_served(settings):
     """Unauthenticated and forbidden requests are answered as such; they take no token."""
-    client = client_with(["read"], rate=1, burst=1)
+    client = client_with(["read"], rate=0.1, burst=1)
     for _ in range(3):
         assert client.post("/api/v1/repos", {"name": "x"}, format="json").status_code == 403
     assert client.get("/api/v1/repos").status_code == 200
@@ -85,4 +85,6 @@ def test_a_bucket_admits_burst_plus_rate_times_time(store, tmp_path):
     while time.monotonic() - started < 0.3:
         admitted += buckets.take(key, 20.0, 5) == 0
     elapsed = time.monotonic() - started
-    assert 5 + 20 * elapsed - 2 <= admitted <= 5 + 20 * elapsed + 1
+    # Never more than the bucket allows; and it did refill while being drained (a machine that
+    # stalls the loop for a while loses refills to the full bucket, so no tighter lower bound).
+    assert 5 < admitted <= 5 + 20 * elapsed + 1
