@@ -86,13 +86,20 @@ def test_sqlite_writers_take_turns_and_a_failed_transaction_lets_the_next_one_in
     assert set(User.objects.values_list("username", flat=True)) == {"first", "second", "third"}
 
 
-@pytest.mark.django_db(transaction=True)
-def test_sqlite_connections_are_reused_unless_closed_inside_a_transaction():
+@pytest.fixture
+def pooled():
+    """This test database's raw SQLite connection, just closed into the pool (a request's end)."""
     if connection.vendor != "sqlite":
         pytest.skip("SQLite-only backend")
     connection.ensure_connection()
-    first = connection.connection
-    connection.close()  # what the end of a request does
+    raw = connection.connection
+    connection.close()
+    return raw
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlite_connections_are_reused_unless_closed_inside_a_transaction(pooled):
+    first = pooled
     connection.ensure_connection()
     assert connection.connection is first  # the pooled one: no new file open, no setup again
 
@@ -106,13 +113,9 @@ def test_sqlite_connections_are_reused_unless_closed_inside_a_transaction():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_forked_child_opens_its_own_sqlite_connection():
+def test_a_forked_child_opens_its_own_sqlite_connection(pooled):
     """Celery's prefork workers fork: a child must never use a connection of its parent's pool."""
-    if connection.vendor != "sqlite":
-        pytest.skip("SQLite-only backend")
-    connection.ensure_connection()
-    parents = connection.connection
-    connection.close()  # into the pool
+    parents = pooled
     pid = os.fork()
     if pid == 0:  # the child
         try:
