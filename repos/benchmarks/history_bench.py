@@ -122,8 +122,7 @@ def run_history_benchmark(
 
             def indexed(path, limit=None):
                 def read(store, known):  # as repos.services.reads.log does it
-                    index = derived.DatabasePathIndex(repository, derived.refresh(repository, store, known))
-                    return log(store, head, path, limit=limit, index=index)
+                    return log(store, head, path, limit=limit, index=derived.path_index(repository, store, known))
 
                 return read
 
@@ -131,8 +130,7 @@ def run_history_benchmark(
                 return blame(store, head, UNTOUCHED_FILE)
 
             def blame_indexed(store, known):  # as repos.services.reads.blame does it
-                index = derived.DatabasePathIndex(repository, derived.refresh(repository, store, known))
-                return blame(store, head, UNTOUCHED_FILE, index=index)
+                return blame(store, head, UNTOUCHED_FILE, index=derived.path_index(repository, store, known))
 
             def ancestry_plain(store, known):
                 return is_ancestor(store, oldest, head)
@@ -162,11 +160,10 @@ def run_history_benchmark(
 def _an_old_ancestor(store, head: ObjectId) -> ObjectId:
     """A changeset near the bottom of the history: an ancestry question that walks far."""
     oid = head
-    for _ in range(10_000_000):
-        parents = store.read_commit(oid).parents
-        if not parents or not store.read_commit(parents[0]).parents:
-            return oid
+    parents = store.read_commit(oid).parents
+    while parents and store.read_commit(parents[0]).parents:  # stop one above the root
         oid = parents[0]
+        parents = store.read_commit(oid).parents
     return oid
 
 

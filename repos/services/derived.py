@@ -105,6 +105,11 @@ def _rows_from(repository: Repository, row_id: int) -> list[tuple]:
     )
 
 
+def path_index(repository: Repository, store: ObjectStore, known: Known | None = None) -> "DatabasePathIndex":
+    """The path index of ``repository`` for one read, after reading the rows not seen yet."""
+    return DatabasePathIndex(repository, refresh(repository, store, known))
+
+
 class DatabasePathIndex:
     """:class:`engine.history.PathIndex` over :class:`PathChange`, for one log walk."""
 

@@ -70,20 +70,19 @@ def request_integration(proposal: Proposal) -> Operation:
 
 
 def _enqueue_on_commit(stream_id: int) -> None:
+    _after_commit("land_stream", land_stream, stream_id)
+
+
+def _after_commit(task: str, service, *args) -> None:
+    """Run ``service(*args)`` once the current transaction commits: on the worker pool as the
+    Celery task ``task``, or in this process when there is no broker (the embedded default),
+    without Celery's eager-task machinery around it."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        # No broker (the embedded default): land in this process once the operation commits,
-        # without Celery's eager-task machinery around it.
-        transaction.on_commit(lambda: land_stream(stream_id))
+        transaction.on_commit(lambda: service(*args))
         return
-    from workers.tasks import land_stream as land_stream_task  # workers import services, not the reverse
+    from workers import tasks  # workers import services, not the reverse
 
-    land_stream_task.delay_on_commit(stream_id)
-
-
-def _derive_on_commit() -> None:
-    from workers.tasks import derive_missing
-
-    derive_missing.delay_on_commit()
+    getattr(tasks, task).delay_on_commit(*args)
 
 
 def get_operation(repository: Repository, operation_id: object) -> Operation:
@@ -203,7 +202,8 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         for operation, integration, error in results:
             _record(stream, operation, integration, error)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
-            _derive_on_commit()  # a long underived history: derived in chunks, after this commits
+            # A long underived history: derived in chunks, after this commits.
+            _after_commit("derive_missing", derived.derive_missing)
         crash_point("cas_applied")
     crash_point("committed")
     return len(operations)

@@ -105,7 +105,7 @@ def _file_patch(store, change) -> str:
 
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:
     store = store_for(repository.name)
-    index = derived.DatabasePathIndex(repository, derived.refresh(repository, store))
+    index = derived.path_index(repository, store)
     try:
         lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
     except EngineError as error:
@@ -137,7 +137,7 @@ def log(
         start = resolve_rev(repository, name)
     # With a path, the derived data spares the walk comparing trees at every changeset that
     # leaves the path alone (without one, a page reads only the commits it lists).
-    index = derived.DatabasePathIndex(repository, derived.refresh(repository, store)) if path else None
+    index = derived.path_index(repository, store) if path else None
     try:
         page = history.log_page(store, start, path or None, limit=size, cursor=cursor, index=index)
     except EngineError as error:
