@@ -132,9 +132,12 @@ def log(
     start = None
     if cursor is None:
         name = rev or repository.default_stream
-        if not is_object_id(name) and get_stream(repository, name).head is None:
-            return {"changesets": [], "next": None}  # an empty stream has an empty history
-        start = resolve_rev(repository, name)
+        if is_object_id(name):
+            start = resolve_rev(repository, name)
+        else:
+            start = get_stream(repository, name).head
+            if start is None:
+                return {"changesets": [], "next": None}  # an empty stream has an empty history
     # With a path, the derived data spares the walk comparing trees at every changeset that
     # leaves the path alone (without one, a page reads only the commits it lists).
     index = derived.path_index(repository, store) if path else None
