@@ -1,4 +1,9 @@
-# make serve: run the server.  make test: run the test suite.  make clean: start over.
+# make serve: run the server.  make test: run the test suite.  make # The lint gate (CI runs it before the tests): rules in pyproject.toml.
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean: start over.
 
 PORT ?= 8000
 HOST ?= 127.0.0.1
@@ -12,7 +17,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
 
-.PHONY: serve test clean setup git
+.PHONY: serve test lint clean setup git
 
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
@@ -23,6 +28,11 @@ serve: setup
 test: setup
 	$(PY) -m pytest -n 2
 	$(PY) manage.py agentgit_bench engine --sizes 1000 --samples 3
+
+# The lint gate (CI runs it before the tests): rules in pyproject.toml.
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) var staticfiles

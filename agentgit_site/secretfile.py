@@ -1,5 +1,6 @@
 """Secrets generated once and kept in a private file under the data directory."""
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -18,10 +19,8 @@ def read_or_create_secret(path: Path, nbytes: int = 32) -> str:
         pass
     candidate = _private_file(path, secrets.token_urlsafe(nbytes))
     try:
-        try:
+        with contextlib.suppress(FileExistsError):  # another process won the race: read its key
             os.link(candidate, path)
-        except FileExistsError:
-            pass
     finally:
         candidate.unlink()
     return path.read_text().strip()

@@ -83,9 +83,7 @@ CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
 }
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(
-    _DATA_DIR / "secret_key", nbytes=50
-)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(_DATA_DIR / "secret_key", nbytes=50)
 DEBUG = _env_bool("DJANGO_DEBUG")
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 

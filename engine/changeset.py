@@ -8,8 +8,8 @@ matters.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence, Union
 
 from .errors import EngineError, InvalidOperation, ObjectMissing
 from .objects import (
@@ -55,7 +55,7 @@ class Rename:
     target: str
 
 
-Operation = Union[Write, Delete, Rename]
+Operation = Write | Delete | Rename
 
 
 # ----------------------------------------------------------------------- applying entries
@@ -66,7 +66,7 @@ class _Node:
     """Pending changes inside one directory: entries set or removed, and subdirectories."""
 
     entries: dict[str, Entry | None] = field(default_factory=dict)
-    children: dict[str, "_Node"] = field(default_factory=dict)
+    children: dict[str, _Node] = field(default_factory=dict)
 
 
 def apply_changes(batch: ObjectBatch, tree_id: ObjectId | None, changes: Mapping[str, Entry | None]) -> ObjectId:

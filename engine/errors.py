@@ -69,7 +69,7 @@ class ObjectMissing(EngineError):
         self.oid = oid
 
     @classmethod
-    def for_id(cls, oid: str) -> "ObjectMissing":
+    def for_id(cls, oid: str) -> ObjectMissing:
         return cls(f"object {oid} is not in the store", oid=oid)
 
 

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import Callable, Iterable, Iterator, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from patiencediff import PatienceSequenceMatcher
 
 from .errors import InvalidInput, PathNotFound, WrongObjectType
-from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
 from .graph import graph_node
+from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
 from .store import ObjectStore
 from .trees import changed_paths, lookup_segments
 
@@ -127,8 +128,7 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
     for target in targets:
         owners[target] = current_id
     return [
-        BlameLine(number, owner, _line_text(line))
-        for number, (owner, line) in enumerate(zip(owners, lines), start=1)
+        BlameLine(number, owner, _line_text(line)) for number, (owner, line) in enumerate(zip(owners, lines), start=1)
     ]
 
 
@@ -261,7 +261,9 @@ def path_key(path: str) -> int:
     Keys of different paths may collide; the walk checks every listed changeset against its
     trees, so a collision costs a tree comparison, never a wrong answer.
     """
-    return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True
+    )
 
 
 class DerivedCommit(NamedTuple):

@@ -26,8 +26,8 @@ even where git resolves it with an inner merge that leaves conflict markers in a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import merge3
 import patiencediff
@@ -89,9 +89,7 @@ class TextMerge:
     conflicted: bool
 
 
-def merge_text(
-    base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs")
-) -> TextMerge:
+def merge_text(base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs")) -> TextMerge:
     """Line-level three-way merge. Conflicting regions get git-style markers in ``content``."""
     m3 = merge3.Merge3(
         split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=patiencediff.PatienceSequenceMatcher
@@ -252,11 +250,12 @@ class _TreeMerger:
                 self.conflict(path, ADD_ADD)
             return
         base_entry = lookup(self.batch, self.base, path)
-        if base_entry is not None and base_entry.mode != MODE_TREE and self.changes.get(path, base_entry) is not None:
-            # Placed onto a file of the base that is still there.
-            if not self.favor_ours:
-                self.conflict(path, ADD_ADD)
-                return
+        placed_onto_base_file = (
+            base_entry is not None and base_entry.mode != MODE_TREE and self.changes.get(path, base_entry) is not None
+        )
+        if placed_onto_base_file and not self.favor_ours:
+            self.conflict(path, ADD_ADD)
+            return
         self.created[path] = entry
         self.changes[path] = entry
 
@@ -268,9 +267,7 @@ class _TreeMerger:
             return theirs
         if ours.mode == base.mode or ours.mode == theirs.mode:
             mode = theirs.mode
-        elif theirs.mode == base.mode:
-            mode = ours.mode
-        elif self.favor_ours:
+        elif theirs.mode == base.mode or self.favor_ours:
             mode = ours.mode
         else:
             self.conflict(path, MODE)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 from dulwich.objects import parse_tree as _parse_tree_native
 
@@ -157,7 +158,7 @@ class Signature:
         return f"{self.name} <{self.email}> {self.time} {sign}{hours:02d}{minutes:02d}".encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> "Signature":
+    def decode(cls, raw: bytes) -> Signature:
         try:
             text = raw.decode("utf-8", "surrogateescape")
             person, _, rest = text.rpartition("> ")

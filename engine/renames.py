@@ -10,7 +10,8 @@ only compared with the destinations it shares content with.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
 from .trees import Change, TreeReader, diff_trees

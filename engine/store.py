@@ -23,8 +23,8 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Iterable
 from hashlib import sha1
-from typing import Iterable
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (

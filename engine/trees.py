@@ -6,7 +6,8 @@ segment, and a diff descends only into subtrees whose ids differ.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, NamedTuple, Protocol
+from collections.abc import Iterator, Mapping
+from typing import NamedTuple, Protocol
 
 from .errors import PathNotFound, WrongObjectType
 from .objects import MODE_TREE, Entry, ObjectId, Tree, split_path

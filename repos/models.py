@@ -114,7 +114,9 @@ class Changeset(models.Model):
         ordering = ["-id"]
         constraints = [
             models.UniqueConstraint(fields=["repository", "commit_id"], name="changeset_unique_per_repository"),
-            models.CheckConstraint(condition=Q(commit_id__length=OBJECT_ID_LENGTH), name="changeset_id_is_an_object_id"),
+            models.CheckConstraint(
+                condition=Q(commit_id__length=OBJECT_ID_LENGTH), name="changeset_id_is_an_object_id"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -149,7 +151,9 @@ class Proposal(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["repository", "state"]), models.Index(fields=["stream", "state"])]
-        constraints = [models.CheckConstraint(condition=Q(head__length=OBJECT_ID_LENGTH), name="proposal_head_is_an_object_id")]
+        constraints = [
+            models.CheckConstraint(condition=Q(head__length=OBJECT_ID_LENGTH), name="proposal_head_is_an_object_id")
+        ]
 
     def __str__(self) -> str:
         return f"proposal {self.pk} → {self.stream.name}"

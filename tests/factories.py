@@ -54,8 +54,8 @@ class CredentialFactory(DjangoModelFactory):
 class RepositoryFactory(DjangoModelFactory):
     """A repository created through the service: its bare git directory and empty ``main`` exist.
 
-        repository = RepositoryFactory()             # name "repo<n>"
-        repository = RepositoryFactory(name="demo")
+    repository = RepositoryFactory()             # name "repo<n>"
+    repository = RepositoryFactory(name="demo")
     """
 
     class Meta:

@@ -5,9 +5,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "engine"
-FORBIDDEN = frozenset(
-    {"django", "rest_framework", "channels", "celery", "repos", "workers", "agentgit_site"}
-)
+FORBIDDEN = frozenset({"django", "rest_framework", "channels", "celery", "repos", "workers", "agentgit_site"})
 
 
 def forbidden_imports(source: str, filename: str = "<string>") -> list[tuple[int, str]]:

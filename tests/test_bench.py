@@ -79,7 +79,9 @@ def test_the_library_candidates_are_measured_on_every_operation(tmp_path):
     json_path = tmp_path / "candidates.json"
     out = io.StringIO()
 
-    call_command("agentgit_bench", "candidates", "--sizes", "200", "--samples", "1", "--json", str(json_path), stdout=out)
+    call_command(
+        "agentgit_bench", "candidates", "--sizes", "200", "--samples", "1", "--json", str(json_path), stdout=out
+    )
 
     cells = {(c["operation"], c["candidate"]) for c in json.loads(json_path.read_text())["rows"]}
     for operation in candidates.OPERATIONS:

@@ -259,7 +259,17 @@ def run(*args: str) -> str:
 @pytest.mark.django_db
 def test_create_command_prints_the_token_alone_on_its_last_line():
     out = run(
-        "create", "--user", "robot", "--scopes", "read, write,integrate", "--name", "ci", "--rate", "2.5", "--burst", "5"
+        "create",
+        "--user",
+        "robot",
+        "--scopes",
+        "read, write,integrate",
+        "--name",
+        "ci",
+        "--rate",
+        "2.5",
+        "--burst",
+        "5",
     )
 
     token = out.splitlines()[-1]

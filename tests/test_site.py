@@ -14,7 +14,6 @@ from django.db import IntegrityError, connection, connections, transaction
 from repos.benchmarks.deployment import Deployment
 
 
-
 def test_healthz_answers_ok_json(client):
     response = client.get("/healthz")
 

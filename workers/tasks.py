@@ -8,7 +8,6 @@ from django.db import InterfaceError, OperationalError
 
 from repos.services import derived, integration
 
-
 # A landing that meets a transient database failure (a lost connection, a deadlock victim, too
 # many clients) is tried again shortly, rather than leaving its operations queued until the next
 # landing of that stream or the next scheduled recovery. Landing is idempotent.

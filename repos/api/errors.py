@@ -153,10 +153,8 @@ def _validation_details(detail: object, path: str = "") -> list[dict]:
             found += _validation_details(value, f"{path}.{key}" if path else str(key))
         return found
     if isinstance(detail, list):
-        if all(isinstance(item, drf.ErrorDetail) or isinstance(item, str) for item in detail):
-            return [
-                {"field": path or None, "code": "invalid", "message": str(item)} for item in detail
-            ]
+        if all(isinstance(item, (drf.ErrorDetail, str)) for item in detail):
+            return [{"field": path or None, "code": "invalid", "message": str(item)} for item in detail]
         found = []
         for index, item in enumerate(detail):
             found += _validation_details(item, f"{path}[{index}]")

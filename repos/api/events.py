@@ -26,7 +26,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
-
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -211,6 +210,8 @@ class EventsConsumer(AsyncWebsocketConsumer):
         while True:
             events = await fetch()
             for event in events:
-                await self.send(text_data=json.dumps({"id": event.seq, "event": event.kind, "data": event_data(event)}, default=str))
+                await self.send(
+                    text_data=json.dumps({"id": event.seq, "event": event.kind, "data": event_data(event)}, default=str)
+                )
             _, pause = self.feed.step(events)
             await asyncio.sleep(pause or 0)

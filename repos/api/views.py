@@ -162,4 +162,3 @@ class OperationView(ApiView):
     def get(self, request, repo, operation_id):
         """An integration operation: queued, done (with ``outcome``) or failed (with ``error``)."""
         return Response(s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data)
-

@@ -148,4 +148,3 @@ class FileView(ApiView):
         found = repository(repo)
         rev, path = split_rev_path(found, f"{rev}/{path}")
         return raw_response(reads.read_file(found, rev, path))
-

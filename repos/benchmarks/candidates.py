@@ -16,9 +16,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from engine.changeset import Write, create_changeset
 from engine.history import blame
@@ -71,10 +71,10 @@ def run_candidates(sizes: list[int], *, samples: int = 5, on_cell: Callable[[Cel
 
 def _measure_size(tmp: Path, files: int, samples: int):
     import pygit2
+    from dulwich.annotate import annotate_lines
     from dulwich.diff_tree import tree_changes
     from dulwich.merge import three_way_merge
     from dulwich.objects import Blob
-    from dulwich.annotate import annotate_lines
     from dulwich.repo import Repo
 
     contents = [file_content(i) for i in range(files)]
@@ -106,10 +106,18 @@ def _measure_size(tmp: Path, files: int, samples: int):
     lines = [b"line %d\n" % i for i in range(200)]
     target = store.add(BLOB, b"".join(lines))
     base = create_changeset(
-        store, None, [Write(file_path(i), ids[i]) for i in range(files)] + [Write(BLAME_PATH, target)], message="import\n", author=author
+        store,
+        None,
+        [Write(file_path(i), ids[i]) for i in range(files)] + [Write(BLAME_PATH, target)],
+        message="import\n",
+        author=author,
     )
-    ours = create_changeset(store, base, [Write(file_path(1), store.add(BLOB, b"ours\n"))], message="o\n", author=author)
-    theirs = create_changeset(store, base, [Write(file_path(files - 2), store.add(BLOB, b"theirs\n"))], message="t\n", author=author)
+    ours = create_changeset(
+        store, base, [Write(file_path(1), store.add(BLOB, b"ours\n"))], message="o\n", author=author
+    )
+    theirs = create_changeset(
+        store, base, [Write(file_path(files - 2), store.add(BLOB, b"theirs\n"))], message="t\n", author=author
+    )
     head = base
     for step in range(1, 21):
         lines[step * 9] = b"changed by %d\n" % step
@@ -134,7 +142,11 @@ def _measure_size(tmp: Path, files: int, samples: int):
         _check(len(blame(on, head, BLAME_PATH)) == 200, "ours: blame")
 
     warm = fresh()
-    for name, operation in (("tree diff 1 file", ours_diff), ("merge_trees 1 file each side", ours_merge), ("blame 20 changesets", ours_blame)):
+    for name, operation in (
+        ("tree diff 1 file", ours_diff),
+        ("merge_trees 1 file each side", ours_merge),
+        ("blame 20 changesets", ours_blame),
+    ):
         yield cell(name, "ours (cold)", lambda: operation(fresh()))
         operation(warm)
         yield cell(name, "ours", lambda: operation(warm))

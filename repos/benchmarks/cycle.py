@@ -21,9 +21,10 @@ import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
@@ -348,7 +349,7 @@ def conditions(writers: int, duration_s: float) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "commit": commit,
-        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "client": "threads of the benchmark process, one httpx connection pool per writer, closed loop",
     }
 
@@ -367,7 +368,9 @@ def format_report(report: dict[str, Any]) -> str:
     ]  # fmt: skip
     lines = [header]
     for row in report["rows"]:
-        outcomes = ", ".join(f"{count} {name}" for name, count in row["outcomes"].items() if not name.startswith("error:"))
+        outcomes = ", ".join(
+            f"{count} {name}" for name, count in row["outcomes"].items() if not name.startswith("error:")
+        )
         errors = [f"{count} {name[6:]}" for name, count in row["outcomes"].items() if name.startswith("error:")]
         integrate, cycle = row["latency_ms"]["integrate"], row["latency_ms"]["cycle"]
         cpu, client_cpu, busy = row["server_cpu_s"], row["client_cpu_s"], row["machine_busy"]

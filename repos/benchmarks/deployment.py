@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +88,7 @@ class Process:
         self.name = name
         self.argv = argv
         self.log_path = log_path
-        self._log = open(log_path, "ab")
+        self._log = open(log_path, "ab")  # noqa: SIM115 (open for the process's lifetime)
         self.popen = subprocess.Popen(
             argv,
             cwd=BASE_DIR,
@@ -262,7 +261,7 @@ class RedisDatabase:
         deadline = time.monotonic() + wait_s
         while self._lock_file is None:
             for index in REDIS_DB_INDEXES:
-                handle = open(Path(tempfile.gettempdir()) / f"agentgit-e2e-redis-{index}.lock", "w")
+                handle = open(Path(tempfile.gettempdir()) / f"agentgit-e2e-redis-{index}.lock", "w")  # noqa: SIM115 (held as the lock)
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError as error:
@@ -362,7 +361,9 @@ class Deployment:
         except subprocess.TimeoutExpired:
             raise DeploymentError(f"{' '.join(args)}: no answer within {timeout_s:.0f} s") from None
         if done.returncode != 0:
-            raise DeploymentError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+            raise DeploymentError(
+                f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+            )
         return done.stdout
 
     def create_token(self, user: str = "agent", scopes: str = "read,write,integrate,admin", **limits: Any) -> str:
@@ -415,7 +416,9 @@ class Deployment:
                 if httpx.get(url, timeout=2).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                raise DeploymentError(f"{process.name}: {url} did not answer within {timeout_s:.0f} s:\n{process.log_tail()}")
+                raise DeploymentError(
+                    f"{process.name}: {url} did not answer within {timeout_s:.0f} s:\n{process.log_tail()}"
+                )
             time.sleep(0.1)
         # With --workers N, the first worker answering is not all of them: wait for every one.
         while process.log().count("Started server process") < workers:
@@ -568,12 +571,19 @@ class ApiClient:
         return response.json()["id"]
 
     def create_changeset(
-        self, repo: str, parent: str | None, operations: list[dict], message: str = "change", provenance: dict | None = None
+        self,
+        repo: str,
+        parent: str | None,
+        operations: list[dict],
+        message: str = "change",
+        provenance: dict | None = None,
     ) -> dict:
         body = {"parent": parent, "message": message, "operations": operations, "provenance": provenance or {}}
         return self.request("POST", f"/repos/{repo}/changesets", json=body, expect=(201,)).json()
 
-    def write(self, repo: str, parent: str | None, files: dict[str, str | None], message: str = "change", **provenance) -> str:
+    def write(
+        self, repo: str, parent: str | None, files: dict[str, str | None], message: str = "change", **provenance
+    ) -> str:
         """A changeset writing ``files`` inline (``None`` deletes the path); its id."""
         operations = [
             {"op": "delete", "path": path} if text is None else {"op": "write", "path": path, "content": text}
@@ -626,7 +636,9 @@ class ApiClient:
             raise ApiFailure("POST", f"integrate {proposal_id}", 409, body)
         operation = self.wait_operation(repo, body["operation"], timeout_s)
         if operation["state"] != "done":
-            raise ApiFailure("GET", f"operation {body['operation']}", 200, {"error": operation.get("error"), **operation})
+            raise ApiFailure(
+                "GET", f"operation {body['operation']}", 200, {"error": operation.get("error"), **operation}
+            )
         return operation["outcome"]
 
     # -- reading -----------------------------------------------------------------------
@@ -646,7 +658,9 @@ class ApiClient:
     def blame(self, repo: str, rev: str, path: str) -> list[dict]:
         return self.get_json(f"/repos/{repo}/blame/{rev}/{path}")["lines"]
 
-    def log(self, repo: str, rev: str | None = None, path: str | None = None, limit: int | None = None, cursor=None) -> dict:
+    def log(
+        self, repo: str, rev: str | None = None, path: str | None = None, limit: int | None = None, cursor=None
+    ) -> dict:
         return self.get_json(f"/repos/{repo}/log", rev=rev, path=path, limit=limit, cursor=cursor)
 
     def history(self, repo: str, rev: str, path: str | None = None, page: int = 500) -> list[str]:

@@ -38,9 +38,10 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from engine.changeset import Delete, Operation, Rename, Write, create_changeset
 from engine.history import blame, log
@@ -268,7 +269,7 @@ def _conditions(
         "platform": platform.platform(),
         "git_version": ".".join(map(str, git_version)) if git_version else None,
         "commit": _project_commit(),
-        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "timing": (
             "wall time (perf_counter_ns) of the engine call only, cyclic GC paused during it; "
             "git timed as a subprocess, process start included"
@@ -434,8 +435,10 @@ class _SizeBench:
         ]
         for operation, measure in steps:
             row = RowResult(operation, self.n)
-            if self.git_exe and operation in GIT_OPERATIONS and (
-                operation not in MERGE_TREE_OPERATIONS or self.git_merges
+            if (
+                self.git_exe
+                and operation in GIT_OPERATIONS
+                and (operation not in MERGE_TREE_OPERATIONS or self.git_merges)
             ):
                 row.git_ns = []
             if setup_failed:

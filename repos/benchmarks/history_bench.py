@@ -16,8 +16,8 @@ import random
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from engine.changeset import Write, create_changeset
 from engine.graph import is_ancestor
@@ -77,7 +77,9 @@ def build_history(store, commits: int, seed: int = 1) -> ObjectId:
         data = f"{step} edit\n".encode()
         change = [Write(f"d{number % 20}/f{number}.txt", hash_object(BLOB, data))]
         if rnd.random() < 0.35 and len(recent) > 4:
-            proposal = create_changeset(staging, recent[-rnd.randint(2, 4)], change, message=f"p{step}\n", author=sig(), blobs=[data])
+            proposal = create_changeset(
+                staging, recent[-rnd.randint(2, 4)], change, message=f"p{step}\n", author=sig(), blobs=[data]
+            )
             landed = integrate(staging, head, proposal, committer=sig(), message="Integrate\n")
             if landed.head is None:
                 continue  # a conflict: the agent would rebase; this history skips it
@@ -114,7 +116,11 @@ def run_history_benchmark(
             create_stream(repository, "bench", head)
             on_row(f"{commits} changesets: derive")
             derive_ms, count = _time(derived.derive_missing)
-            run.derive[commits] = {"changesets": count, "ms": derive_ms, "us_per_changeset": derive_ms * 1000 / max(1, count)}
+            run.derive[commits] = {
+                "changesets": count,
+                "ms": derive_ms,
+                "us_per_changeset": derive_ms * 1000 / max(1, count),
+            }
             oldest = _an_old_ancestor(store_for(name), head)
 
             def plain(path, limit=None):
@@ -144,12 +150,24 @@ def run_history_benchmark(
                 (f"log --path {RARE_FILE} (changed 20 times)", plain(RARE_FILE), indexed(RARE_FILE)),
                 (f"log --path {NEVER} (never existed)", plain(NEVER), indexed(NEVER)),
                 (f"blame {UNTOUCHED_FILE} (unchanged since the import)", blame_plain, blame_indexed),
-                (f"log --path {HOT_DIRECTORY}/ (hot directory), first 50", plain(HOT_DIRECTORY, 50), indexed(HOT_DIRECTORY, 50)),
+                (
+                    f"log --path {HOT_DIRECTORY}/ (hot directory), first 50",
+                    plain(HOT_DIRECTORY, 50),
+                    indexed(HOT_DIRECTORY, 50),
+                ),
             ]
             for label, without, with_derived in cases:
                 for temperature in ("cold", "warm"):
                     on_row(f"{commits} changesets: {label}, {temperature}")
-                    row = _measure(f"{label}, {temperature}", commits, samples, temperature, repository_path(name), without, with_derived)
+                    row = _measure(
+                        f"{label}, {temperature}",
+                        commits,
+                        samples,
+                        temperature,
+                        repository_path(name),
+                        without,
+                        with_derived,
+                    )
                     run.rows.append(row)
         finally:
             Repository.objects.filter(name=name).delete()

@@ -167,7 +167,11 @@ def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     except EngineError:
         raise NotFound(f"no changeset {commit_id} in {repository.name}") from None
     return Changeset(
-        repository=repository, commit_id=commit_id, parents=list(commit.parents), tree=commit.tree, message=commit.message
+        repository=repository,
+        commit_id=commit_id,
+        parents=list(commit.parents),
+        tree=commit.tree,
+        message=commit.message,
     )
 
 
@@ -175,7 +179,7 @@ def _author(provenance: dict, credential: Credential | None) -> Signature:
     user = credential.user if credential is not None else None
     agent = provenance.get("agent")
     name = agent if isinstance(agent, str) and agent else (user.get_username() if user else "agentgit")
-    email = (user.email if user and user.email else f"{user.get_username() if user else 'agent'}@agentgit.invalid")
+    email = user.email if user and user.email else f"{user.get_username() if user else 'agent'}@agentgit.invalid"
     name = "".join(c for c in name if c not in "<>\n\x00")[:100] or "agent"
     email = "".join(c for c in email if c not in "<>\n\x00 ")[:100]
     return Signature(name, email, int(time.time()))

@@ -96,7 +96,11 @@ def authenticate_token(token: str) -> Credential:
         raise Unauthenticated(INVALID_TOKEN)
     credential, user_values = found
     user_fields = dict(zip(_USER_FIELDS, user_values), id=credential.user_id)
-    if not hmac.compare_digest(credential.token_hash, digest) or credential.revoked is not None or not user_fields["is_active"]:
+    if (
+        not hmac.compare_digest(credential.token_hash, digest)
+        or credential.revoked is not None
+        or not user_fields["is_active"]
+    ):
         raise Unauthenticated(INVALID_TOKEN)
     User = Credential._meta.get_field("user").related_model
     loaded = [field.attname for field in User._meta.concrete_fields if field.attname in user_fields]

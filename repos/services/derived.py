@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 from datetime import datetime
 
 from django.db import transaction
@@ -105,7 +105,7 @@ def _rows_from(repository: Repository, row_id: int) -> list[tuple]:
     )
 
 
-def path_index(repository: Repository, store: ObjectStore, known: Known | None = None) -> "DatabasePathIndex":
+def path_index(repository: Repository, store: ObjectStore, known: Known | None = None) -> DatabasePathIndex:
     """The path index of ``repository`` for one read, after reading the rows not seen yet."""
     return DatabasePathIndex(repository, refresh(repository, store, known))
 
@@ -172,7 +172,7 @@ def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> i
         if stream.head in known.derived:
             continue
         name = f"{repository.name}:{stream.name}"
-        on_progress = None if progress is None else (lambda done, total: progress(name, done, total))
+        on_progress = None if progress is None else (lambda done, total: progress(name, done, total))  # noqa: B023 (called in this iteration)
         derived = derive(store, stream.head, known.derived.__contains__, progress=on_progress)
         for start in range(0, len(derived), DERIVE_CHUNK):
             with transaction.atomic():

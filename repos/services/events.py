@@ -31,6 +31,4 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     return Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
 
 
-_NEXT_SEQ = (
-    f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
-)
+_NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"

@@ -26,7 +26,8 @@ import hashlib
 import os
 import signal
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, transaction

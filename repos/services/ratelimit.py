@@ -117,7 +117,9 @@ class SqliteBuckets:
         connection = sqlite3.connect(self._path, timeout=5, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=OFF")
-        connection.execute("CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)"
+        )
         return connection
 
     def take(self, key: str, rate: float, burst: int) -> float:

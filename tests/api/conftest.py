@@ -6,7 +6,6 @@ Integration lands on commit (Celery is eager), so tests that integrate need real
 
 from __future__ import annotations
 
-
 import pytest
 from rest_framework.test import APIClient
 
@@ -106,4 +105,3 @@ class Api:
 def lines(count: int, **changed: str) -> str:
     """A text of ``count`` numbered lines, with ``l3="new"`` replacing line 3."""
     return "".join(changed.get(f"l{n}", f"line {n}") + "\n" for n in range(1, count + 1))
-

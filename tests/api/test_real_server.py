@@ -20,10 +20,14 @@ def test_core_scenario_over_http():
             blob = http.post("/repos/demo/blobs", content=b"hello\n").json()["id"]
             base = http.post(
                 "/repos/demo/changesets",
-                json={"parent": None, "message": "base\n", "operations": [
-                    {"op": "write", "path": "a.txt", "blob": blob},
-                    {"op": "write", "path": "b.txt", "content": "b\n"},
-                ]},
+                json={
+                    "parent": None,
+                    "message": "base\n",
+                    "operations": [
+                        {"op": "write", "path": "a.txt", "blob": blob},
+                        {"op": "write", "path": "b.txt", "content": "b\n"},
+                    ],
+                },
             )
             assert base.status_code == 201, base.text
             base_id = base.json()["id"]

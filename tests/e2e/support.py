@@ -86,7 +86,9 @@ def sql(deployment: Deployment, query: str, params: tuple = ()) -> list[tuple]:
 
 def operations_of(deployment: Deployment, proposal_id: int) -> list[tuple[str, dict | str | None]]:
     """``(state, outcome)`` of every operation of a proposal, oldest first."""
-    return sql(deployment, "SELECT state, outcome FROM repos_operation WHERE proposal_id = %s ORDER BY id", (proposal_id,))
+    return sql(
+        deployment, "SELECT state, outcome FROM repos_operation WHERE proposal_id = %s ORDER BY id", (proposal_id,)
+    )
 
 
 def events_of(deployment: Deployment, proposal_id: int, kind: str) -> int:

@@ -19,7 +19,16 @@ import pytest
 
 from repos.services.integration import CRASH_POINTS
 
-from .support import LANDING_TIMEOUT_S, TEXT, ApiClient, derived_changesets, events_of, fsck, operations_of, queued_operations
+from .support import (
+    LANDING_TIMEOUT_S,
+    TEXT,
+    ApiClient,
+    derived_changesets,
+    events_of,
+    fsck,
+    operations_of,
+    queued_operations,
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +73,9 @@ def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, cli
         # Landed by the new worker: by recovery at its start, or by the dead worker's landing task,
         # redelivered because it was never acknowledged — whichever comes first; the other finds
         # nothing left to land. Exactly one of them landed exactly one operation.
-        landed = re.findall(r"workers\.tasks\.(?:recover|land_stream)\[[^\]]+\] succeeded in [0-9.]+s: (\d+)", recovering.log())
+        landed = re.findall(
+            r"workers\.tasks\.(?:recover|land_stream)\[[^\]]+\] succeeded in [0-9.]+s: (\d+)", recovering.log()
+        )
         assert sorted(int(count) for count in landed if count != "0") == [1], recovering.log_tail()
 
     assert done["state"] == "done", done

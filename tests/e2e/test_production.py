@@ -201,7 +201,14 @@ def scenario(production, client) -> None:
     assert events_of(production, outcomes["theirs"]["proposal"], "proposal.conflict") == 1
     for name, outcome in outcomes.items():
         assert [state for state, _ in operations_of(production, outcome["proposal"])] == ["done"], name
-    seqs = [row[0] for row in sql(production, "SELECT seq FROM repos_event e JOIN repos_repository r ON r.id = e.repository_id WHERE r.name = %s ORDER BY seq", (REPO,))]
+    seqs = [
+        row[0]
+        for row in sql(
+            production,
+            "SELECT seq FROM repos_event e JOIN repos_repository r ON r.id = e.repository_id WHERE r.name = %s ORDER BY seq",
+            (REPO,),
+        )
+    ]
     assert seqs == list(range(1, len(seqs) + 1))
 
     fsck(production.repository_dir(REPO), head)  # the objects are whole

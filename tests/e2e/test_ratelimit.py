@@ -56,7 +56,11 @@ def test_processes_share_each_credentials_bucket(two_servers):
     def quiet_client() -> None:  # one call every 200 ms, on another credential
         with httpx.Client(timeout=30, trust_env=False) as http:
             for _ in range(int(HAMMER_S / 0.2)):
-                quiet_answers.append(http.get(f"{two_servers.url}/api/v1/repos", headers={"Authorization": f"Bearer {quiet}"}).status_code)
+                quiet_answers.append(
+                    http.get(
+                        f"{two_servers.url}/api/v1/repos", headers={"Authorization": f"Bearer {quiet}"}
+                    ).status_code
+                )
                 time.sleep(0.2)
 
     other = threading.Thread(target=quiet_client)
@@ -79,4 +83,7 @@ def test_processes_share_each_credentials_bucket(two_servers):
 
     time.sleep(1000 / RATE / 1000 + 0.05)  # one token's refill after the hammering stopped
     with httpx.Client(timeout=30, trust_env=False) as http:
-        assert http.get(f"{two_servers.url}/api/v1/repos", headers={"Authorization": f"Bearer {hammered}"}).status_code == 200
+        assert (
+            http.get(f"{two_servers.url}/api/v1/repos", headers={"Authorization": f"Bearer {hammered}"}).status_code
+            == 200
+        )

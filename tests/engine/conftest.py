@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
@@ -83,7 +83,12 @@ def build(store) -> Builder:
 
 
 def commit_on(
-    store: ObjectStore, parents: Sequence[ObjectId], files: dict[str, str | None], *, time: int, message: str = "change\n"
+    store: ObjectStore,
+    parents: Sequence[ObjectId],
+    files: dict[str, str | None],
+    *,
+    time: int,
+    message: str = "change\n",
 ) -> ObjectId:
     """A commit with any number of ``parents`` whose tree is the first parent's with ``files``
     written (None deletes); for merge commits, which operation lists cannot express."""
@@ -100,11 +105,15 @@ def commit_on(
 GIT_ENV = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
 
 
-def run_git(repo: Path | str, *args: str, input: bytes | None = None, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+def run_git(
+    repo: Path | str, *args: str, input: bytes | None = None, ok: tuple[int, ...] = (0,)
+) -> subprocess.CompletedProcess:
     """Run the real git binary in ``repo``; fail the test with git's message on an unexpected status."""
     result = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True, env=GIT_ENV)
     if result.returncode not in ok:
-        raise AssertionError(f"git {' '.join(args)} failed ({result.returncode}): {result.stderr.decode(errors='replace')}")
+        raise AssertionError(
+            f"git {' '.join(args)} failed ({result.returncode}): {result.stderr.decode(errors='replace')}"
+        )
     return result
 
 

@@ -56,7 +56,20 @@ def test_modes_are_kept(store):
 
 @pytest.mark.parametrize(
     "path",
-    ["/abs", "a/../b", "..", "./a", "a//b", "a/", "", ".git/config", "x/.git/y", "x/.GIT", "nul\x00byte", "back\\slash"],
+    [
+        "/abs",
+        "a/../b",
+        "..",
+        "./a",
+        "a//b",
+        "a/",
+        "",
+        ".git/config",
+        "x/.git/y",
+        "x/.GIT",
+        "nul\x00byte",
+        "back\\slash",
+    ],
 )
 def test_unsafe_paths_are_refused_and_nothing_is_written(store, path):
     blob = store.add(BLOB, b"content")
@@ -97,7 +110,11 @@ def test_contradictory_operations_are_refused_and_nothing_is_written(store, oper
 def test_every_problem_is_listed_in_details(store):
     with pytest.raises(UnsafePath) as caught:
         create_changeset(
-            store, None, [Write("../a", "0" * 40), Delete("nothing"), Write("ok", "1" * 40)], message="m", author=signature()
+            store,
+            None,
+            [Write("../a", "0" * 40), Delete("nothing"), Write("ok", "1" * 40)],
+            message="m",
+            author=signature(),
         )
     codes = [(d["index"], d["code"]) for d in caught.value.details]
     assert codes == [(0, "unsafe_path"), (1, "invalid_operation"), (2, "object_missing")]

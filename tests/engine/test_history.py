@@ -7,9 +7,9 @@ import pytest
 from engine.changeset import apply_changes, create_commit
 from engine.errors import InvalidInput, InvalidObjectId, PathNotFound, UnsafePath, WrongObjectType
 from engine.history import BlameLine, MemoryPathIndex, blame, derive, log, log_page, path_key
-from engine.trees import changed_paths
 from engine.objects import BLOB, MODE_FILE, Entry, ObjectId, Signature
 from engine.store import ObjectBatch
+from engine.trees import changed_paths
 
 
 def merge(build, parents: list[ObjectId], files: dict[str, str | None] | None = None) -> ObjectId:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.changeset import Write, create_changeset
 from engine.merge import merge_text, merge_trees
 from engine.objects import BLOB, MODE_EXECUTABLE
-from engine.changeset import Write, create_changeset
 from engine.store import MemoryStore, ObjectBatch
 from engine.trees import iter_files
 
@@ -74,14 +74,21 @@ def test_a_mode_change_and_a_content_change_combine(store):
     ours = create_changeset(store, base, [Write("run.sh", blob, MODE_EXECUTABLE)], message="x", author=signature())
     theirs = build.commit({"run.sh": TEXT + "more\n"}, parent=base)
     result = _merge(build, base, ours, theirs)
-    (path, entry), = iter_files(store, result.tree)
+    ((path, entry),) = iter_files(store, result.tree)
     assert entry.mode == MODE_EXECUTABLE and store.read_blob(entry.id) == (TEXT + "more\n").encode()
 
 
 def _conflict_cases():
     binary = b"\x00\x01binary"
     return {
-        "content": ({"f.txt": TEXT}, {"f.txt": TEXT.replace("line 5", "ours")}, {"f.txt": TEXT.replace("line 5", "theirs")}, {}, {}, "f.txt"),
+        "content": (
+            {"f.txt": TEXT},
+            {"f.txt": TEXT.replace("line 5", "ours")},
+            {"f.txt": TEXT.replace("line 5", "theirs")},
+            {},
+            {},
+            "f.txt",
+        ),
         "add/add": ({"x": "x\n"}, {"n.txt": "one\n"}, {"n.txt": "two\n"}, {}, {}, "n.txt"),
         "modify/delete": ({"f.txt": TEXT}, {"f.txt": TEXT + "more\n"}, {"f.txt": None}, {}, {}, "f.txt"),
         "rename/delete": ({"f.txt": TEXT}, {}, {"f.txt": None}, {"f.txt": "g.txt"}, {}, "g.txt"),
@@ -111,7 +118,9 @@ def test_a_mode_conflict_is_reported(store):
     build = Builder(store)
     base = build.commit({"f": "x\n"})
     link = store.add(BLOB, b"target")
-    ours = create_changeset(store, base, [Write("f", store.add(BLOB, b"x\n"), MODE_EXECUTABLE)], message="m", author=signature())
+    ours = create_changeset(
+        store, base, [Write("f", store.add(BLOB, b"x\n"), MODE_EXECUTABLE)], message="m", author=signature()
+    )
     theirs = create_changeset(store, base, [Write("f", link, 0o120000)], message="m", author=signature())
     tree = lambda c: store.read_commit(c).tree  # noqa: E731
     result = merge_trees(ObjectBatch(store), tree(base), tree(ours), tree(theirs))

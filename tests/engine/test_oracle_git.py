@@ -56,9 +56,17 @@ def test_tree_and_commit_ids_equal_gits_for_the_same_content(tmp_path):
     git(work, "add", "-A")
     git_tree = git(work, "write-tree").strip()
     when = 1_700_000_123
-    git_commit = subprocess.run(
-        ["git", "commit-tree", git_tree, "-m", "import"], cwd=work, env=_git_env(when), capture_output=True, check=True
-    ).stdout.decode().strip()
+    git_commit = (
+        subprocess.run(
+            ["git", "commit-tree", git_tree, "-m", "import"],
+            cwd=work,
+            env=_git_env(when),
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
 
     store = DiskStore(tmp_path / "ours.git")
     ops = []
@@ -76,7 +84,11 @@ def test_git_fsck_strict_accepts_every_object_we_write(tmp_path):
     build = Builder(store)
     base = build.commit({f"pkg/mod{i}/file{j}.rs": f"fn f{i}{j}() {{}}\n" for i in range(4) for j in range(10)})
     stream = build.commit({"pkg/mod1/file1.rs": "changed\n"}, parent=base)
-    proposal = build.commit({"pkg/mod2/new.rs": "new\n", "pkg/mod3/file3.rs": None}, parent=base, renames={"pkg/mod0/file0.rs": "moved/file0.rs"})
+    proposal = build.commit(
+        {"pkg/mod2/new.rs": "new\n", "pkg/mod3/file3.rs": None},
+        parent=base,
+        renames={"pkg/mod0/file0.rs": "moved/file0.rs"},
+    )
     merged = integrate(store, stream, proposal, committer=signature(9))
     assert merged.outcome == Outcome.MERGE
     git(store.path, "update-ref", "refs/heads/main", merged.head)
@@ -90,7 +102,16 @@ def _merge_tree(repo: str, ours: str, theirs: str) -> tuple[int, str, set[str]]:
     so git's directory-rename detection is turned off for the comparison.
     """
     result = run_git(
-        repo, "-c", "merge.directoryRenames=false", "merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs, ok=(0, 1)
+        repo,
+        "-c",
+        "merge.directoryRenames=false",
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        ours,
+        theirs,
+        ok=(0, 1),
     )
     lines = result.stdout.decode().splitlines()
     return result.returncode, lines[0], {line for line in lines[1:] if line}
@@ -133,7 +154,13 @@ SCENARIOS = {
         {"e.txt": "E\n"},
         {},
     ),
-    "content conflict": ({"f.txt": TEXT}, {"f.txt": TEXT.replace("line 4", "O")}, {}, {"f.txt": TEXT.replace("line 4", "T")}, {}),
+    "content conflict": (
+        {"f.txt": TEXT},
+        {"f.txt": TEXT.replace("line 4", "O")},
+        {},
+        {"f.txt": TEXT.replace("line 4", "T")},
+        {},
+    ),
     "modify/delete": ({"f.txt": TEXT, "g": "g\n"}, {"f.txt": TEXT + "x\n"}, {}, {"f.txt": None}, {}),
     "add/add": ({"g": "g\n"}, {"n.txt": "one\n"}, {}, {"n.txt": "two\n"}, {}),
 }
@@ -176,7 +203,6 @@ def _files_with_markers(repo: str, tree: str) -> set[str]:
     return marked
 
 
-
 # Random histories: a fixed set of paths (no file/directory clashes) and a small line alphabet.
 PATHS = ["a/x.txt", "a/y.txt", "a/c/z.txt", "b/x.txt", "top.txt"]
 LINES = [f"common line {i}\n" for i in range(12)]
@@ -207,10 +233,7 @@ def _ambiguous_renames(store: DiskStore, old: str, new: str) -> bool:
     for row in scores:
         if max(row, default=0) >= 50 and row.count(max(row)) > 1:
             return True
-    for column in zip(*scores):
-        if max(column) >= 50 and column.count(max(column)) > 1:
-            return True
-    return False
+    return any(max(column) >= 50 and column.count(max(column)) > 1 for column in zip(*scores))
 
 
 def _valid(base_files: dict, edit: dict) -> dict:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

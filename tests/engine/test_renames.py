@@ -41,7 +41,10 @@ def test_with_several_identical_sources_the_same_name_wins(build):
     first = build.commit({"x/config.yml": "same\n", "y/settings.yml": "same\n"})
     second = build.commit(renames={"x/config.yml": "z/config.yml", "y/settings.yml": "w/other.yml"}, parent=first)
     changes = diff_with_renames(build.store, _tree(build, first), _tree(build, second))
-    assert {(c.old_path, c.path) for c in changes} == {("x/config.yml", "z/config.yml"), ("y/settings.yml", "w/other.yml")}
+    assert {(c.old_path, c.path) for c in changes} == {
+        ("x/config.yml", "z/config.yml"),
+        ("y/settings.yml", "w/other.yml"),
+    }
 
 
 def test_many_similar_renames_pair_each_source_with_its_own_destination(build):

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
-from engine.objects import BLOB, TREE, Entry, MODE_FILE, Tree, check_object_id, hash_object
+from engine.objects import BLOB, MODE_FILE, TREE, Entry, Tree, check_object_id, hash_object
 from engine.store import PACK_THRESHOLD, DiskStore, MemoryStore
 
 from .conftest import git

@@ -62,7 +62,9 @@ def test_every_landed_changeset_has_its_graph_node_and_changed_paths(repository)
         assert nodes[oid].indexed
     # docs/a.md changed (against the first parent) where an agent edited it, and at the merges
     # that brought those edits in on top of the other agent's changeset.
-    listed = set(PathChange.objects.filter(repository=repository, key=path_key("docs/a.md")).values_list("commit_id", flat=True))
+    listed = set(
+        PathChange.objects.filter(repository=repository, key=path_key("docs/a.md")).values_list("commit_id", flat=True)
+    )
     edits = {steps[2 + 2 * n] for n in (1, 3, 5)}
     assert edits <= listed
     assert all(oid in edits or len(nodes[oid].parents.split()) == 2 for oid in listed)

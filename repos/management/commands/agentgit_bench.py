@@ -22,6 +22,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from repos.benchmarks import cycle, deployment, history_bench
+from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.engine_bench import (
     BACKENDS,
     DEFAULT_SAMPLES,
@@ -31,8 +33,6 @@ from repos.benchmarks.engine_bench import (
     RowResult,
     run_engine_benchmark,
 )
-from repos.benchmarks import cycle, deployment, history_bench
-from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
 
 
@@ -100,25 +100,48 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
         parser.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
         group = parser.add_argument_group("cycle", "options of the cycle suite")
-        group.add_argument("--modes", type=_choices(deployment.MODES), default=list(deployment.MODES),
-                           help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
-                           "uvicorn workers, celery workers); comma-separated (default: both)")
-        group.add_argument("--scenarios", type=_choices(cycle.SCENARIOS), default=list(cycle.SCENARIOS),
-                           help="streams (a stream per writer) and/or stream (all on main); default: both")
+        group.add_argument(
+            "--modes",
+            type=_choices(deployment.MODES),
+            default=list(deployment.MODES),
+            help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
+            "uvicorn workers, celery workers); comma-separated (default: both)",
+        )
+        group.add_argument(
+            "--scenarios",
+            type=_choices(cycle.SCENARIOS),
+            default=list(cycle.SCENARIOS),
+            help="streams (a stream per writer) and/or stream (all on main); default: both",
+        )
         group.add_argument("--writers", type=_positive, default=16, help="closed-loop writers (default: %(default)s)")
         group.add_argument("--duration", type=float, default=15.0, help="seconds per row (default: %(default)s)")
-        group.add_argument("--server-workers", type=_positive, default=cycle.DEFAULT_SERVER_WORKERS,
-                           help="uvicorn --workers, both modes (default: two per core, as make serve)")
-        group.add_argument("--celery-workers", type=_positive, default=2, help="celery worker processes, production mode")
+        group.add_argument(
+            "--server-workers",
+            type=_positive,
+            default=cycle.DEFAULT_SERVER_WORKERS,
+            help="uvicorn --workers, both modes (default: two per core, as make serve)",
+        )
+        group.add_argument(
+            "--celery-workers", type=_positive, default=2, help="celery worker processes, production mode"
+        )
         group.add_argument("--celery-concurrency", type=_positive, default=1, help="pool size of each celery worker")
-        group.add_argument("--env", action="append", default=[], type=_assignment, metavar="NAME=VALUE",
-                           help="an environment variable for every process started (repeatable), e.g. "
-                           "AGENTGIT_LANDING_BATCH=64")
+        group.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            type=_assignment,
+            metavar="NAME=VALUE",
+            help="an environment variable for every process started (repeatable), e.g. AGENTGIT_LANDING_BATCH=64",
+        )
         group.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
         group.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
         group = parser.add_argument_group("history", "options of the history suite")
-        group.add_argument("--commits", type=_counts, default=list(history_bench.DEFAULT_COMMITS),
-                           help="history lengths in changesets, comma-separated (default: %(default)s)")
+        group.add_argument(
+            "--commits",
+            type=_counts,
+            default=list(history_bench.DEFAULT_COMMITS),
+            help="history lengths in changesets, comma-separated (default: %(default)s)",
+        )
 
     def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
         if suite == "history":

@@ -27,9 +27,7 @@ class Command(BaseCommand):
         actions = parser.add_subparsers(dest="action", required=True, metavar="{create,revoke,list}")
         create = actions.add_parser("create", help="Create a credential and print its token (once).")
         create.add_argument("--user", required=True, help="User name; created (without a password) if new.")
-        create.add_argument(
-            "--scopes", required=True, help=f"Comma-separated, of: {', '.join(Credential.SCOPES)}."
-        )
+        create.add_argument("--scopes", required=True, help=f"Comma-separated, of: {', '.join(Credential.SCOPES)}.")
         create.add_argument("--name", default="", help="A label to tell credentials apart.")
         create.add_argument("--rate", type=float, help="Requests per second for this credential.")
         create.add_argument("--burst", type=int, help="Token bucket size for this credential.")

@@ -23,13 +23,14 @@ class Command(BaseCommand):
         def progress(stream: str, done: int, total: int) -> None:
             bar = bars.get(stream)
             if bar is None:
-                bar = bars[stream] = tqdm(total=total, desc=f"deriving {stream}", unit="changeset", file=sys.stderr, disable=None)
+                bar = bars[stream] = tqdm(
+                    total=total, desc=f"deriving {stream}", unit="changeset", file=sys.stderr, disable=None
+                )
             bar.update(done - bar.n)
             if done == total:
                 bar.close()
 
         recovery = integration.recover(progress)
         self.stdout.write(
-            f"recovered: {recovery.landed} queued integration(s) landed, "
-            f"{recovery.derived} changeset(s) derived"
+            f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived"
         )
