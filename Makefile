@@ -19,11 +19,15 @@ INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut
 
 .PHONY: serve test lint clean setup git
 
+# The metrics directory is emptied before the servers start (every process adds its counters
+# there). --no-access-log: the server writes its own access log, with secrets redacted
+# (uvicorn's prints query strings, where WebSocket clients put their token).
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py agentgit_recover
+	$(PY) manage.py agentgit_metrics_reset
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
-	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off
+	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log
 
 test: setup
 	$(PY) -m pytest -n 2

@@ -51,6 +51,7 @@ _SCRUBBED_ENV = (
     "AGENTGIT_E2E_KEEP",
     "DJANGO_SETTINGS_MODULE",
     "DJANGO_SECRET_KEY",
+    "PROMETHEUS_MULTIPROC_DIR",  # each deployment's metrics live in its own (fresh) data directory
 )
 
 MODES = ("embedded", "production")

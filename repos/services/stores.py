@@ -10,8 +10,11 @@ from pathlib import Path
 from django.conf import settings
 
 from engine.objects import Signature
-from engine.store import DiskStore
+from engine.store import CacheStats, DiskStore
 
+#: Hits and misses of the parsed-object caches of every store this process opens (reported by
+#: repos.services.metrics).
+CACHE_STATS = CacheStats()
 _stores: dict[Path, DiskStore] = {}
 _lock = threading.Lock()
 
@@ -30,7 +33,9 @@ def store_for(name: str) -> DiskStore:
             store = _stores.get(path)
             if store is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                store = _stores[path] = DiskStore(path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"])
+                store = _stores[path] = DiskStore(
+                    path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
+                )
     return store
 
 
