@@ -19,9 +19,10 @@ line apart. An access line looks like::
     {"time": "2026-12-01T08:15:02.114Z", "method": "GET", "path": "/api/v1/repos/demo/log",
      "query": "limit=5", "route": "api/v1/repos/<str:repo>/log", "status": 200,
      "duration_ms": 3.207, "bytes_sent": 1834, "bytes_received": 0, "credential": 7,
-     "client": "127.0.0.1"}
+     "client": "127.0.0.1", "pid": 4242}
 
-``credential`` is the credential's id (never its token); a WebSocket line has the method
+``credential`` is the credential's id (never its token), ``pid`` the server process that
+answered; a WebSocket line has the method
 ``WEBSOCKET``, the status 101 once accepted (403 if refused before), and ``close_code`` when
 the server closed it.
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from datetime import UTC, datetime
 
@@ -174,6 +176,7 @@ def _finish(scope: dict, request_note: RequestNote, answer: _Answer, received: i
         "bytes_received": received,
         "credential": request_note.credential,
         "client": (scope.get("client") or ("",))[0],
+        "pid": os.getpid(),
     }
     query = scope.get("query_string", b"")
     if query:
