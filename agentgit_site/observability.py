@@ -9,8 +9,9 @@ secrets kept out of every log.
   log: the Django middleware :class:`NoteRequest` for every Django view, the WebSocket consumer
   for its connections.
 
-Secrets never reach a line: the query string is redacted here, and every log handler redacts
-every record (:mod:`agentgit_site.redaction`, settings ``LOGGING``).
+Secrets never reach a line: the path and query string are redacted here (the only parts of an
+access line a client chooses), and every log handler redacts every other record
+(:mod:`agentgit_site.redaction`, settings ``LOGGING``).
 
 JSON lines rather than logfmt: every log shipper parses JSON without a grammar of its own, and
 JSON's escaping is defined, so a path or a query with spaces, quotes or ``=`` cannot break a
@@ -39,7 +40,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from agentgit_site.redaction import redact
+from agentgit_site.redaction import ALREADY_REDACTED, redact
 from repos.services import metrics
 
 access_logger = logging.getLogger("agentgit.access")
@@ -168,7 +169,7 @@ def _finish(scope: dict, request_note: RequestNote, answer: _Answer, received: i
     line = {
         "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "method": method,
-        "path": scope.get("path", ""),
+        "path": redact(scope.get("path", "")),
         "route": route,
         "status": status,
         "duration_ms": round(seconds * 1000, 3),
@@ -183,7 +184,7 @@ def _finish(scope: dict, request_note: RequestNote, answer: _Answer, received: i
         line["query"] = redact(query.decode("latin-1"))
     if answer.close_code is not None:
         line["close_code"] = answer.close_code
-    access_logger.info(json.dumps(line, separators=(", ", ": ")))
+    access_logger.info(json.dumps(line, separators=(", ", ": ")), extra=ALREADY_REDACTED)
 
 
 def _route_of(scope: dict) -> str:

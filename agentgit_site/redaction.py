@@ -18,26 +18,42 @@ _SECRETS = (
     # An AgentGit token anywhere (plain or with its underscore percent-encoded).
     (re.compile(r"agt(?:_|%5[Ff])[A-Za-z0-9_%-]*"), _REDACTED),
     # A secret in a query string or a form: token=…, password=…
-    (re.compile(r"(?i)\b(token|access_token|password|passwd|secret|api_key)=[^&\s\"']*"), rf"\1={_REDACTED}"),
+    # (No \b before the names: it makes every pattern several times slower, and redacting
+    # "mytoken=" as well costs nothing.)
+    (re.compile(r"(?i)(token|passw(?:or)?d|secret|api_key)=[^&\s\"']*"), rf"\1={_REDACTED}"),
     # The credentials of an Authorization header value (Bearer token, Basic user:password).
     # (16 characters at least: "basic settings" in a sentence is not a credential.)
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}"), rf"\1 {_REDACTED}"),
+    (re.compile(r"(?i)(bearer|basic)\s+[A-Za-z0-9._~+/=-]{16,}"), rf"\1 {_REDACTED}"),
     # The password of a URL's user info: scheme://user:password@host
     (re.compile(r"(://[^/\s:@]*):[^/\s@]+@"), rf"\1:{_REDACTED}@"),
 )
 
 
+#: A text containing none of these has nothing to redact (most log lines: checked at C speed
+#: before any pattern runs).
+_TRIGGERS = ("agt", "=", "earer", "EARER", "asic", "ASIC", "://")
+
+
 def redact(text: str) -> str:
     """``text`` with every secret it contains replaced by ``[redacted]``."""
+    if not any(trigger in text for trigger in _TRIGGERS):
+        return text
     for pattern, replacement in _SECRETS:
         text = pattern.sub(replacement, text)
     return text
+
+
+#: ``logger.info(line, extra=ALREADY_REDACTED)``: the caller redacted every part of ``line``
+#: that could hold a secret (the access log: its path and query), so the filter skips it.
+ALREADY_REDACTED = {"redacted": True}
 
 
 class RedactSecrets(logging.Filter):
     """Logging filter: redacts the record's message and its traceback (see :func:`redact`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "redacted", False):
+            return True
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:

@@ -71,8 +71,14 @@ os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_DIRECTORY)
 _HOST = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname()) or "host"
 
 
+_identity = [0, ""]  # pid, identifier: computed again only after a fork
+
+
 def _process_identifier() -> str:
-    return f"{_HOST}-{os.getpid()}"
+    pid = os.getpid()
+    if _identity[0] != pid:
+        _identity[:] = [pid, f"{_HOST}-{pid}"]
+    return _identity[1]
 
 
 values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
@@ -124,10 +130,18 @@ def reset_directory(directory: Path | None = None) -> Path:
 # -- counted where it happens -----------------------------------------------------------------
 
 
+#: (method, route, status) → its counter and histogram: labels() validates on every call.
+_request_series: dict[tuple[str, str, int], tuple] = {}
+
+
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:
     """One answered request (the access log's middleware calls this for every surface)."""
-    REQUESTS.labels(method, route, str(status)).inc()
-    REQUEST_SECONDS.labels(method, route).observe(seconds)
+    series = _request_series.get((method, route, status))
+    if series is None:
+        series = REQUESTS.labels(method, route, str(status)), REQUEST_SECONDS.labels(method, route)
+        _request_series[method, route, status] = series
+    series[0].inc()
+    series[1].observe(seconds)
     _report_cache_lookups()
 
 

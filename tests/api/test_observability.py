@@ -82,16 +82,19 @@ def test_every_request_has_its_line_and_no_token_reaches_the_log():
     assert "agt_" not in everything, everything
     assert token[4:] not in everything and BOGUS[4:] not in everything
     seen = [(line["method"], line["path"], line["status"], line["credential"]) for line in lines]
-    assert sorted(seen, key=str) == sorted([
-        ("POST", "/api/v1/repos", 201, me),
-        ("GET", "/api/v1/repos/fan/streams", 200, me),
-        ("GET", "/api/v1/repos", 401, None),
-        ("GET", "/api/v1/repos", 401, None),
-        ("GET", "/api/v1/repos/fan/events", 200, me),
-        ("WEBSOCKET", "/ws/repos/fan/events", 101, me),
-        ("WEBSOCKET", "/ws/repos/fan/events", 101, None),
-        ("GET", "/metrics", 200, None),
-    ], key=str), lines
+    assert sorted(seen, key=str) == sorted(
+        [
+            ("POST", "/api/v1/repos", 201, me),
+            ("GET", "/api/v1/repos/fan/streams", 200, me),
+            ("GET", "/api/v1/repos", 401, None),
+            ("GET", "/api/v1/repos", 401, None),
+            ("GET", "/api/v1/repos/fan/events", 200, me),
+            ("WEBSOCKET", "/ws/repos/fan/events", 101, me),
+            ("WEBSOCKET", "/ws/repos/fan/events", 101, None),
+            ("GET", "/metrics", 200, None),
+        ],
+        key=str,
+    ), lines
     by_path = {(line["method"], line["path"], line["status"]): line for line in lines}
     created = by_path["POST", "/api/v1/repos", 201]
     assert created["route"] == "api/v1/repos" and created["bytes_received"] > 0 and created["bytes_sent"] > 0
