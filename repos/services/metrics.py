@@ -55,9 +55,6 @@ from .credentials import require_scope
 from .stores import CACHE_STATS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-#: Who may scrape (``AGENTGIT["METRICS_ACCESS"]``): loopback clients only, anyone, or a
-#: credential with the ``metrics`` scope (``admin`` implies it).
-ACCESS_MODES = ("local", "open", "scope")
 
 # -- multiprocess mode ------------------------------------------------------------------------
 #
@@ -69,8 +66,6 @@ _DIRECTORY = Path(settings.AGENTGIT["METRICS_DIR"])
 _DIRECTORY.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_DIRECTORY)
 _HOST = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname()) or "host"
-
-
 _identity = [0, ""]  # pid, identifier: computed again only after a fork
 
 

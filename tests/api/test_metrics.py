@@ -9,8 +9,10 @@ real servers.
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -202,3 +204,14 @@ def test_the_event_feed_reports_its_relay_lag(api):
 
     assert value(after, "agentgit_event_relay_lag_seconds_count") - before == sent
     assert value(after, "agentgit_event_relay_lag_seconds_bucket", le="+Inf") >= sent
+
+
+def test_the_reset_command_empties_the_metrics_directory(settings, tmp_path):
+    directory = tmp_path / "metrics"
+    (directory / "old").mkdir(parents=True)
+    (directory / "counter_host-1.db").write_bytes(b"stale")
+    settings.AGENTGIT = {**settings.AGENTGIT, "METRICS_DIR": directory}
+
+    call_command("agentgit_metrics_reset", stdout=StringIO())
+
+    assert directory.is_dir() and list(directory.iterdir()) == []
