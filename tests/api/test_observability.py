@@ -153,3 +153,19 @@ def test_a_scrape_sums_requests_and_integrations_over_both_server_processes():
         assert metric(text, "agentgit_http_request_duration_seconds_count", method="GET", route=route) == reads
         assert metric(text, "agentgit_integrations_total", outcome="fast_forward") == 6
         assert metric(text, "agentgit_integration_duration_seconds_count", outcome="fast_forward") == 6
+
+
+def test_the_access_log_can_be_turned_off_and_requests_are_still_counted():
+    with Deployment("embedded", env={"AGENTGIT_ACCESS_LOG": "0"}) as server:
+        token = server.create_token("quiet")
+        server.start_server()
+        for _ in range(3):
+            response = httpx.get(
+                f"{server.url}/api/v1/repos", headers={"Authorization": f"Bearer {token}"}, trust_env=False
+            )
+            assert response.status_code == 200
+        text = httpx.get(f"{server.url}/metrics", trust_env=False).text
+        log = server.server.log()
+
+    assert access_lines(log) == [] and "Started server process" in log
+    assert metric(text, "agentgit_http_requests_total", method="GET", route="api/v1/repos", status="200") == 3
