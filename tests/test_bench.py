@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from repos.benchmarks import candidates, engine_bench
-from repos.benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
+from benchmarks import candidates, engine_bench
+from benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
 
 EXPECTED_KEYS = {"operation", "files", "median_ms", "min_ms", "max_ms", "samples", "git_median_ms"}
 

@@ -280,7 +280,7 @@ def _conditions(
 
 def _project_commit() -> str | None:
     """``git rev-parse HEAD`` of the checkout this code runs from, if there is one."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     try:
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=False
