@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable
 from hashlib import sha1
+from typing import TYPE_CHECKING
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (
@@ -42,6 +43,9 @@ from .objects import (
     object_header,
 )
 
+if TYPE_CHECKING:  # engine.graph imports this module; the memo's values are its nodes
+    from .graph import GraphNode
+
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
 DEFAULT_TREE_CACHE_ENTRIES = 2_000_000
 _COMMIT_CACHE_SIZE = 100_000
@@ -56,8 +60,9 @@ class ObjectStore(ABC):
         self._tree_cache_budget = tree_cache_entries
         self._commit_cache: OrderedDict[ObjectId, Commit] = OrderedDict()
         self._lock = threading.Lock()
-        #: Derived commit-graph data (generation numbers), owned by engine.graph.
-        self.graph_cache: dict[ObjectId, tuple] = {}
+        # The commit graph's memo (generation numbers), owned by engine.graph: read and fill it
+        # only through graph_node, known_nodes and remember_nodes there.
+        self._graph_nodes: dict[ObjectId, GraphNode] = {}
 
     # -- the port: what an implementation provides ------------------------------------
 
