@@ -209,10 +209,10 @@ def iter_log(
                     # alone. Nothing else is queued, so git would pop each of them next, hide it
                     # and queue only its first parent; none can be reached again later (what is
                     # queued from here on are their ancestors).
-                    parent = changes.last_unchanged(store, parents[0], seen)
-                    if parent is None:
+                    last = changes.last_unchanged(store, parents[0], seen)
+                    if last is None:
                         continue  # the line ran into a commit already walked: git stops there too
-                    parents = (parent,)
+                    parents = (last,)
         for parent in parents:
             if parent not in seen:
                 seen.add(parent)

@@ -23,7 +23,7 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from hashlib import sha1
 from typing import TYPE_CHECKING
 
@@ -219,8 +219,8 @@ class ObjectBatch:
 class MemoryStore(ObjectStore):
     """Objects in a dict. Not durable; the engine's CPU cost without I/O."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES) -> None:
+        super().__init__(tree_cache_entries=tree_cache_entries)
         self._objects: dict[ObjectId, tuple[str, bytes]] = {}
 
     def contains(self, oid: ObjectId) -> bool:
@@ -240,7 +240,7 @@ class MemoryStore(ObjectStore):
     def __len__(self) -> int:
         return len(self._objects)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ObjectId]:
         """Every stored object id (to copy a memory repository elsewhere, e.g. for git)."""
         return iter(list(self._objects))
 
@@ -290,10 +290,10 @@ def _write_durably(directory: str, final_name: str, data: bytes, prefix: str) ->
 class DiskStore(ObjectStore):
     """A bare git repository on local disk (created if missing)."""
 
-    def __init__(self, path: str | os.PathLike, **kwargs) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES) -> None:
         import pygit2  # imported here so a memory-only user never needs libgit2
 
-        super().__init__(**kwargs)
+        super().__init__(tree_cache_entries=tree_cache_entries)
         self.path = os.fspath(path)
         if not os.path.exists(os.path.join(self.path, "objects")):
             pygit2.init_repository(self.path, bare=True)
