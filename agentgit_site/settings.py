@@ -6,6 +6,7 @@ DEBUG off, loopback hosts only. README.md lists every variable.
 
 import os
 from pathlib import Path
+from typing import Any
 
 from agentgit_site.secretfile import read_or_create_secret
 
@@ -32,7 +33,7 @@ _DATA_DIR = Path(os.environ.get("AGENTGIT_DATA_DIR") or BASE_DIR / "var").resolv
 _DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 # AgentGit's own knobs. Code reads them as settings.AGENTGIT["..."].
-AGENTGIT = {
+AGENTGIT: dict[str, Any] = {
     # Everything the server writes lives here: SQLite database, secret key,
     # admin password, repositories. Env: AGENTGIT_DATA_DIR. Default: <repo root>/var.
     "DATA_DIR": _DATA_DIR,
@@ -148,7 +149,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "agentgit_site.sqlite",
-            "NAME": _DATA_DIR / "agentgit.sqlite3",
+            "NAME": str(_DATA_DIR / "agentgit.sqlite3"),
             "OPTIONS": {
                 # Run on every new connection. WAL lets readers proceed during a write;
                 # FULL fsyncs each commit, so a moved stream head survives power loss.

@@ -319,7 +319,7 @@ def run_cycle_benchmark(
             rows.append(row)
             if on_row:
                 on_row(row)
-    report = {"conditions": conditions(writers, duration_s), "rows": [row.as_dict() for row in rows]}
+    report: dict[str, Any] = {"conditions": conditions(writers, duration_s), "rows": [row.as_dict() for row in rows]}
     report["conditions"]["env"] = dict(env or {})
     return report
 

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TypeVar
 
 from engine.changeset import Write, create_changeset
 from engine.graph import is_ancestor
@@ -26,6 +27,8 @@ from engine.history import blame, log
 from engine.integrate import integrate
 from engine.objects import BLOB, ObjectId, Signature, hash_object
 from engine.store import DiskStore, MemoryStore
+
+T = TypeVar("T")
 
 DEFAULT_COMMITS = (1_000, 20_000)
 MIN_COMMITS = 100
@@ -92,7 +95,7 @@ def build_history(store, commits: int, seed: int = 1) -> ObjectId:
     return head
 
 
-def _time(call: Callable[[], object]) -> tuple[float, object]:
+def _time(call: Callable[[], T]) -> tuple[float, T]:
     start = time.perf_counter_ns()
     result = call()
     return (time.perf_counter_ns() - start) / 1e6, result

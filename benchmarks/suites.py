@@ -151,7 +151,11 @@ def _candidates_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _candidates_run(options: dict[str, Any], log: Log) -> Results:
     with _progress("cell") as bar:
-        cells = candidates.run_candidates(options["sizes"], samples=options["samples"], on_cell=lambda _: bar.update(1))
+
+        def on_cell(cell: candidates.Cell) -> None:
+            bar.update(1)
+
+        cells = candidates.run_candidates(options["sizes"], samples=options["samples"], on_cell=on_cell)
     table = candidates.format_candidates(cells)
     return Results(table + "\n", {"rows": [asdict(cell) for cell in cells]}, table)
 

@@ -169,11 +169,13 @@ def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> i
         repository = stream.repository
         store = store_for(repository.name)
         known = refresh(repository, store)
-        if stream.head in known.derived:
+        head = stream.head
+        if head is None or head in known.derived:  # (the query leaves out streams without a head)
             continue
         name = f"{repository.name}:{stream.name}"
         on_progress = None if progress is None else (lambda done, total: progress(name, done, total))  # noqa: B023 (called in this iteration)
-        derived = derive(store, stream.head, known.derived.__contains__, progress=on_progress)
+        # None only past max_commits, which this pass does not set.
+        derived = derive(store, head, known.derived.__contains__, progress=on_progress) or []
         for start in range(0, len(derived), DERIVE_CHUNK):
             with transaction.atomic():
                 _insert(repository, derived[start : start + DERIVE_CHUNK])

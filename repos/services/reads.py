@@ -122,11 +122,16 @@ def blame(repository: Repository, rev: str, path: str) -> list[dict]:
 
 
 def log(
-    repository: Repository, rev: str | None, path: str | None = None, *, limit: object = None, cursor: str | None = None
+    repository: Repository,
+    rev: str | None,
+    path: str | None = None,
+    *,
+    limit: int | str | None = None,
+    cursor: str | None = None,
 ) -> dict:
     """A page of the changesets that touch ``path`` (all, without a path), newest first."""
     try:
-        size = DEFAULT_LOG_LIMIT if limit in (None, "") else int(limit)  # type: ignore[arg-type]
+        size = DEFAULT_LOG_LIMIT if limit in (None, "") else int(limit)
     except (TypeError, ValueError):
         raise Invalid(f"limit is a whole number, not {limit!r}") from None
     if not 1 <= size <= MAX_LOG_LIMIT:
