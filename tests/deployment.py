@@ -432,11 +432,6 @@ class Deployment:
                 raise DeploymentError(f"{process.name}: fewer than {workers} workers started:\n{process.log_tail()}")
             time.sleep(0.05)
 
-    def stop_server(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-
     def start_worker(
         self,
         *,
