@@ -110,13 +110,18 @@ def _progress(unit: str, total: int | None = None) -> tqdm:  # type: ignore[type
 # ------------------------------------------------------------------------------ engine
 
 
-def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+def _sizes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--sizes``: the repositories the engine and candidates suites build (the same layout)."""
     parser.add_argument(
         "--sizes",
         type=numbers(engine_bench.MIN_FILES, "files"),
         default=list(engine_bench.DEFAULT_SIZES),
         help="numbers of files, comma-separated (default: %(default)s)",
     )
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    _sizes_argument(parser)
     parser.add_argument("--backend", choices=engine_bench.BACKENDS, default="memory")
     parser.add_argument("--samples", type=positive, default=engine_bench.DEFAULT_SAMPLES)
 
@@ -140,12 +145,7 @@ def _engine_run(options: dict[str, Any], log: Log) -> Results:
 
 
 def _candidates_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sizes",
-        type=numbers(engine_bench.MIN_FILES, "files"),
-        default=list(engine_bench.DEFAULT_SIZES),
-        help="numbers of files, comma-separated (default: %(default)s)",
-    )
+    _sizes_argument(parser)
     parser.add_argument("--samples", type=positive, default=engine_bench.DEFAULT_SAMPLES)
 
 

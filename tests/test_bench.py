@@ -75,6 +75,13 @@ def test_sizes_below_the_minimum_are_refused():
         run_bench("--sizes", "10")
 
 
+def test_each_suite_takes_only_its_own_options():
+    with pytest.raises(CommandError, match="--commits"):
+        run_bench("--commits", "150")  # a history option given to the engine suite
+    with pytest.raises(CommandError, match="--url needs --token"):
+        call_command("agentgit_bench", "cycle", "--url", "http://127.0.0.1:9", stdout=io.StringIO())
+
+
 def test_the_library_candidates_are_measured_on_every_operation(tmp_path):
     json_path = tmp_path / "candidates.json"
     out = io.StringIO()
