@@ -7,8 +7,9 @@ have the target among its ancestors. Generations are computed lazily, the first 
 is asked about, and memoized per store together with the parents and committer time (commits
 are immutable, so a node never goes stale). The memo is this module's: :func:`graph_node`
 computes and reads it, :func:`known_nodes` lends it read-only to hot loops, and
-:func:`remember_nodes` seeds it with nodes computed elsewhere (the server's derived data). Every walk is iterative:
-histories can be 100 000 commits deep, far beyond Python's recursion limit.
+:func:`remember_nodes` seeds it with nodes computed elsewhere (the server's derived data).
+Every walk is iterative: histories can be 100 000 commits deep, far beyond Python's recursion
+limit.
 
 Answers match git's: ``is_ancestor`` is ``git merge-base --is-ancestor`` and ``merge_bases``
 is ``git merge-base --all`` (checked against the git binary by the oracle tests).
