@@ -6,6 +6,7 @@ DEBUG off, loopback hosts only. README.md lists every variable.
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -34,7 +35,7 @@ _DATA_DIR = Path(os.environ.get("AGENTGIT_DATA_DIR") or BASE_DIR / "var").resolv
 _DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 # AgentGit's own knobs. Code reads them as settings.AGENTGIT["..."].
-AGENTGIT = {
+AGENTGIT: dict[str, Any] = {
     # Everything the server writes lives here: SQLite database, secret key,
     # admin password, repositories. Env: AGENTGIT_DATA_DIR. Default: <repo root>/var.
     "DATA_DIR": _DATA_DIR,
@@ -163,7 +164,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "agentgit_site.sqlite",
-            "NAME": _DATA_DIR / "agentgit.sqlite3",
+            "NAME": str(_DATA_DIR / "agentgit.sqlite3"),
             "OPTIONS": {
                 # Run on every new connection. WAL lets readers proceed during a write;
                 # FULL fsyncs each commit, so a moved stream head survives power loss.

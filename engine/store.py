@@ -25,8 +25,9 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from hashlib import sha1
+from typing import TYPE_CHECKING
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (
@@ -43,6 +44,9 @@ from .objects import (
     hash_object,
     object_header,
 )
+
+if TYPE_CHECKING:  # engine.graph imports this module; the memo's values are its nodes
+    from .graph import GraphNode
 
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
 DEFAULT_TREE_CACHE_ENTRIES = 2_000_000
@@ -86,8 +90,9 @@ class ObjectStore(ABC):
         self._lock = threading.Lock()
         #: Hits and misses of the caches above.
         self.cache_stats = cache_stats if cache_stats is not None else CacheStats()
-        #: Derived commit-graph data (generation numbers), owned by engine.graph.
-        self.graph_cache: dict[ObjectId, tuple] = {}
+        # The commit graph's memo (generation numbers), owned by engine.graph: read and fill it
+        # only through graph_node, known_nodes and remember_nodes there.
+        self._graph_nodes: dict[ObjectId, GraphNode] = {}
 
     # -- the port: what an implementation provides ------------------------------------
 
@@ -247,8 +252,10 @@ class ObjectBatch:
 class MemoryStore(ObjectStore):
     """Objects in a dict. Not durable; the engine's CPU cost without I/O."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES, cache_stats: CacheStats | None = None
+    ) -> None:
+        super().__init__(tree_cache_entries=tree_cache_entries, cache_stats=cache_stats)
         self._objects: dict[ObjectId, tuple[str, bytes]] = {}
 
     def contains(self, oid: ObjectId) -> bool:
@@ -268,7 +275,7 @@ class MemoryStore(ObjectStore):
     def __len__(self) -> int:
         return len(self._objects)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ObjectId]:
         """Every stored object id (to copy a memory repository elsewhere, e.g. for git)."""
         return iter(list(self._objects))
 
@@ -318,10 +325,16 @@ def _write_durably(directory: str, final_name: str, data: bytes, prefix: str) ->
 class DiskStore(ObjectStore):
     """A bare git repository on local disk (created if missing)."""
 
-    def __init__(self, path: str | os.PathLike, **kwargs) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES,
+        cache_stats: CacheStats | None = None,
+    ) -> None:
         import pygit2  # imported here so a memory-only user never needs libgit2
 
-        super().__init__(**kwargs)
+        super().__init__(tree_cache_entries=tree_cache_entries, cache_stats=cache_stats)
         self.path = os.fspath(path)
         if not os.path.exists(os.path.join(self.path, "objects")):
             pygit2.init_repository(self.path, bare=True)

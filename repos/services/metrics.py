@@ -73,7 +73,7 @@ def _process_identifier() -> str:
     pid = os.getpid()
     if _identity[0] != pid:
         _identity[:] = [pid, f"{_HOST}-{pid}"]
-    return _identity[1]
+    return str(_identity[1])
 
 
 values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -37,15 +36,6 @@ def store_for(name: str) -> DiskStore:
                     path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
                 )
     return store
-
-
-def remove_store(name: str) -> None:
-    """Delete the objects of repository ``name`` from disk (a throwaway repository's, once its
-    rows are gone: the history benchmark's)."""
-    path = repository_path(name)
-    with _lock:
-        _stores.pop(path, None)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def server_signature() -> Signature:

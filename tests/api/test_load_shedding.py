@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 BOGUS = "agt_" + "x" * 43  # shaped like a token, known to no credential
 

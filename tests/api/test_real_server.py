@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def test_core_scenario_over_http():

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import URLPattern
 
 from repos.api import urls as api_urls
-from repos.benchmarks.deployment import free_port
+from tests.deployment import free_port
 
 PUBLIC_ROUTES = {"schema", "docs"}
 
