@@ -1,4 +1,11 @@
-"""ASGI entry point, served by uvicorn (``make serve``): HTTP to Django, WebSockets to Channels."""
+"""ASGI entry point, served by uvicorn (``make serve``): HTTP to Django, WebSockets to Channels.
+
+Every connection passes the guards first (agentgit_site/guards.py), outermost first:
+``LoadShedding`` (refuse beyond the requests in progress, before anything else is spent),
+``BodyLimit`` (refuse an oversized body before it is read), ``Admit`` (the presented credential,
+passed down in the scope), then the router. A surface mounted in the router — the git bridge and
+MCP to come — gets all three by being mounted there.
+"""
 
 import os
 
@@ -14,12 +21,18 @@ django_application = SingleHopASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
+from agentgit_site.guards import Admit, BodyLimit, LoadShedding  # noqa: E402
 from repos.api.events import EventsConsumer  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": LoadShedding(BodyLimit(django_application)),
-        "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
-    }
+application = LoadShedding(
+    BodyLimit(
+        Admit(
+            ProtocolTypeRouter(
+                {
+                    "http": django_application,
+                    "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
+                }
+            )
+        )
+    )
 )
