@@ -107,13 +107,29 @@ def lookups(monkeypatch) -> list[str]:
     return made
 
 
+@pytest.fixture
+def parsed(monkeypatch) -> list[object]:
+    """Every Authorization header read into an Admission."""
+    made: list[object] = []
+    real = admission.Admission.presented.__func__
+
+    def counted(cls, authorization, query_token=None):
+        made.append(authorization)
+        return real(cls, authorization, query_token)
+
+    monkeypatch.setattr(admission.Admission, "presented", classmethod(counted))
+    return made
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_request_through_the_middleware_looks_its_token_up_once(lookups):
+def test_a_request_through_the_middleware_is_read_and_looked_up_once(lookups, parsed):
     credential = CredentialFactory(scopes=["read"])
 
     response = asgi_get("/api/v1/repos", {"Authorization": f"Bearer {credential.token}"})
 
     assert response.status_code == 200
+    # The middleware read the header; DRF used its Admission from the scope rather than its own.
+    assert parsed == [f"Bearer {credential.token}".encode()]
     assert lookups == [credential.token]
 
 
