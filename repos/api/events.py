@@ -172,9 +172,9 @@ class EventsConsumer(AsyncWebsocketConsumer):
     The token comes as ``?token=`` (browsers cannot set headers on a WebSocket) or in the
     ``Authorization`` header (Bearer, or Basic with the token as the password); it needs the
     ``read`` scope, and the connection takes one token from the credential's bucket. The ASGI
-    middleware read the token (agentgit_site/guards.py); admitting it is one call here. The feed is the SSE feed's
-    (the same outbox, in ``seq`` order, resumable with ``?after=``), without its time limit:
-    it runs until the client goes away. A refusal accepts the socket and closes it at once with
+    middleware read the token (agentgit_site/guards.py); admitting it is one call here. The feed
+    is the SSE feed's (the same outbox, in ``seq`` order, resumable with ``?after=``), without
+    its time limit: it runs until the client goes away. A refusal accepts the socket and closes it at once with
     a code of :data:`CLOSE_CODES`.
     """
 
