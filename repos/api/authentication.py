@@ -5,39 +5,26 @@ Both give views ``request.user`` = the credential's user and ``request.auth`` = 
 They do not parse or look up anything themselves: the request's :class:`Admission`
 (repos.services.admission) does, once. Under ASGI the middleware made it and passed it down in
 the scope (``scope["agentgit.admission"]``); a request that did not come through the middleware
-(Django's test client, WSGI) gets one made from its own headers here, so both paths run the same
-code. A bad token raises ``repos.errors.Unauthenticated``, which the API's exception handler
+(Django's test client, WSGI) gets one made from its own headers (``admission_of``), so both paths
+run the same code. A bad token raises ``repos.errors.Unauthenticated``, which the API's exception handler
 turns into the one JSON error shape with status 401.
 """
 
 from __future__ import annotations
 
-from django.http import HttpRequest
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from ..errors import Unauthenticated
 from ..models import Credential
-from ..services.admission import BASIC, BEARER, SCOPE_KEY, Admission
+from ..services.admission import BASIC, BEARER, admission_of
 
 REALM = "agentgit"
 #: The WWW-Authenticate challenge of a 401 for API clients.
 BEARER_CHALLENGE = f'Bearer realm="{REALM}"'
 #: The challenge git clients understand (they answer it with the token as the password).
 BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
-
-
-def admission_of(request: Request | HttpRequest) -> Admission:
-    """The request's Admission: the middleware's, else one made from the request's headers."""
-    django_request = getattr(request, "_request", request)
-    made = getattr(django_request, "agentgit_admission", None)
-    if made is None:
-        made = getattr(django_request, "scope", {}).get(SCOPE_KEY)
-        if made is None:  # not through the ASGI middleware
-            made = Admission.presented(django_request.META.get("HTTP_AUTHORIZATION"))
-        django_request.agentgit_admission = made
-    return made
 
 
 class _TokenAuthentication(BaseAuthentication):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from .authentication import admission_of
+from ..services.admission import admission_of
 
 
 def required_scope(method: str, view: object) -> str:

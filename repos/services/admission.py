@@ -88,6 +88,20 @@ class Admission:
         return credential
 
 
+def admission_of(request) -> Admission:
+    """A Django (or DRF) request's Admission: the middleware's, from the ASGI scope; else, for a
+    request that did not come through it (Django's test client, WSGI), one made from the
+    request's own headers. The same one for every later call on the request."""
+    django_request = getattr(request, "_request", request)  # DRF wraps Django's request
+    made = getattr(django_request, "agentgit_admission", None)
+    if made is None:
+        made = getattr(django_request, "scope", {}).get(SCOPE_KEY)
+        if made is None:
+            made = Admission.presented(django_request.META.get("HTTP_AUTHORIZATION"))
+        django_request.agentgit_admission = made
+    return made
+
+
 def _bearer_token(words: list[str]) -> str:
     if len(words) != 1:
         raise Unauthenticated("malformed Authorization header: expected 'Bearer <token>'")

@@ -62,6 +62,16 @@ def test_an_engine_error_raised_unwrapped_in_a_view_answers_its_documented_code(
     assert body["details"] == [{"code": engine_error.code, "message": engine_error.message}]
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("engine_error, code, status", DOCUMENTED[:1] + DOCUMENTED[5:6], ids=lambda v: type(v).__name__)
+def test_the_event_stream_answers_an_unwrapped_engine_error_alike(api, monkeypatch, engine_error, code, status):
+    monkeypatch.setattr(events, "repository", raising(engine_error))
+
+    response = api.get("/events", timeout=0.1)
+
+    assert response.status_code == status and response.json()["error"]["code"] == code
+
+
 def websocket_close_code(path: str) -> int:
     """Connect to the ASGI application's WebSocket at ``path``; the code it closes with."""
     from agentgit_site.asgi import application
