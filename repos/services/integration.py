@@ -2,7 +2,8 @@
 
 Asking to integrate a proposal records an :class:`Operation` (``queued``) and hands the stream to
 the landing job :data:`LAND_STREAM` once that commits (repos/services/dispatch.py: on the worker
-pool with a broker, in this process without one; retried alike on a transient database error). Landing a stream takes the stream's row lock, so one worker at a time drains its queued
+pool with a broker, in this process without one; retried alike on a transient database error).
+Landing a stream takes the stream's row lock, so one worker at a time drains its queued
 operations, in order: each is integrated by the engine on top of the previous one's result, their
 objects are made durable, and then one transaction moves the head by compare-and-swap on
 ``Stream.version`` and records every operation's outcome, every proposal's new state and one
