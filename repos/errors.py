@@ -1,28 +1,27 @@
 """The server's error table: every code an API caller can be told, declared once.
 
-    class            code             status  retryable  WebSocket close  typical cause
-    ApiError         internal         500     no         4500             anything unexpected (a bug, a corrupt object)
-    ├── Invalid          invalid          400     no         4400     malformed JSON, wrong types, unsafe paths, missing blobs
-    ├── Unauthenticated  unauthenticated  401     no         4401     no, unknown or revoked token
-    ├── Forbidden        forbidden        403     no         4403     the credential lacks the scope
-    ├── NotFound         not_found        404     no         4404     unknown repository, stream, proposal, object, path
-    ├── AlreadyExists    already_exists   409     no         4409     a repository or stream of that name exists
-    ├── Aborted          aborted          409     yes        4409     the stream kept moving while integrating; retry
-    ├── TooLarge         too_large        413     no         4413     a body over the configured limit
-    ├── RateLimited      rate_limited     429     yes        4429     the credential's token bucket is empty
-    └── Unavailable      unavailable      503     yes        4503     a dependency (database, broker) is not reachable
+    class                code             status  retryable  close  typical cause
+    ApiError             internal         500     no         4500   anything unexpected (a bug, a corrupt object)
+    ├── Invalid          invalid          400     no         4400   malformed JSON, wrong types, unsafe paths, missing blobs
+    ├── Unauthenticated  unauthenticated  401     no         4401   no, unknown or revoked token
+    ├── Forbidden        forbidden        403     no         4403   the credential lacks the scope
+    ├── NotFound         not_found        404     no         4404   unknown repository, stream, proposal, object, path
+    ├── AlreadyExists    already_exists   409     no         4409   a repository or stream of that name exists
+    ├── Aborted          aborted          409     yes        4409   the stream kept moving while integrating; retry
+    ├── TooLarge         too_large        413     no         4413   a body over the configured limit
+    ├── RateLimited      rate_limited     429     yes        4429   the credential's token bucket is empty
+    └── Unavailable      unavailable      503     yes        4503   a dependency (database, broker) is not reachable
 
 Each class declares its code, HTTP status and retryable flag (``class NotFound(ApiError,
 code="not_found", status=404)``); everything else is derived from that: :data:`ERRORS` (code →
 class), the HTTP status of every answer (repos/api/errors.py), the schema's enum of codes
-(repos/api/serializers.py), the WebSocket close code (4000 + the HTTP status, so a client reads
-one table for both), the git answer (:meth:`ApiError.git_answer`). ``conflict`` is not an
+(repos/api/serializers.py), the WebSocket close code ("close": 4000 + the HTTP status, so a
+client reads one table for both) and the git answer (:meth:`ApiError.git_answer`). ``conflict`` is not an
 error: it is an integration outcome.
 
 Engine errors cross into the server at one boundary, :func:`from_engine`: services let them
-propagate, and whoever answers a caller (the DRF exception handler, the WebSocket consumer, the
-landing queue recording a failed operation) turns any exception into an ``ApiError`` with
-:func:`api_error`. A service calls :func:`from_engine` itself only to change what an engine
+propagate, and whoever answers a caller (the DRF exception handler and the WebSocket consumer,
+through :func:`api_error`; the landing queue recording a failed operation) translates them there. A service calls :func:`from_engine` itself only to change what an engine
 error means where it is raised (a missing blob that the caller's changeset names is their
 invalid input, not a missing resource).
 """
