@@ -1,4 +1,11 @@
-"""ASGI entry point, served by uvicorn (``make serve``): HTTP to Django, WebSockets to Channels."""
+"""ASGI entry point, served by uvicorn (``make serve``): HTTP to Django, WebSockets to Channels.
+
+Every connection passes the guards first (agentgit_site/guards.py), outermost first:
+``LoadShedding`` (refuse beyond the requests in progress, before anything else is spent),
+``BodyLimit`` (refuse an oversized body before it is read), ``Admit`` (the presented credential,
+passed down in the scope), then the router. A surface mounted in the router — the git bridge and
+MCP to come — gets all three by being mounted there.
+"""
 
 import os
 
@@ -14,16 +21,24 @@ django_application = SingleHopASGIHandler()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
+from agentgit_site.guards import Admit, BodyLimit, LoadShedding  # noqa: E402
 from agentgit_site.observability import AccessLog  # noqa: E402
 from repos.api import events  # noqa: E402
 
 # The access log (and request metrics) outermost: it sees every answer, refusals included.
+# Then the guards: shedding and the body limit refuse before any work, and Admit reads the
+# presented credential once for every surface mounted in the router (docs/adr/0004).
 application = AccessLog(
-    ProtocolTypeRouter(
-        {
-            "http": LoadShedding(BodyLimit(django_application)),
-            "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
-        }
+    LoadShedding(
+        BodyLimit(
+            Admit(
+                ProtocolTypeRouter(
+                    {
+                        "http": django_application,
+                        "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+                    }
+                )
+            )
+        )
     )
 )

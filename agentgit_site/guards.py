@@ -1,21 +1,28 @@
-"""ASGI guards in front of Django: refusals that must come before any work is done.
+"""ASGI guards in front of every surface (REST, the event feeds, and whatever is mounted later):
+what must be decided before any work is done, in one place rather than once per surface.
 
-* :class:`BodyLimit` — bodies over ``AGENTGIT["MAX_BODY_BYTES"]`` are refused (413
-  ``too_large``) before Django reads them.
 * :class:`LoadShedding` — over ``AGENTGIT["MAX_CONCURRENT_REQUESTS"]`` requests at once in this
   process, more are refused (503 ``unavailable``, retryable) instead of queued.
+* :class:`BodyLimit` — bodies over ``AGENTGIT["MAX_BODY_BYTES"]`` are refused (413
+  ``too_large``) before Django reads them.
+* :class:`Admit` — reads the credential a request presents (Bearer, Basic with the token as the
+  password, ``?token=`` on a WebSocket) and passes it down in the scope as the request's
+  Admission (repos.services.admission): authenticated once, then its scope checked and its token
+  bucket charged by one call of the surface, ``admit(scope)``.
 
-Both answer the API's one error shape.
+Refusals answer the API's one error shape. asgi.py stacks them in this order.
 """
 
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 from django.conf import settings
 
 from repos.errors import ApiError, TooLarge, Unavailable
 from repos.services import metrics
+from repos.services.admission import SCOPE_KEY, Admission
 
 #: Paths never shed: probes must answer while the server is saturated, and event feeds are
 #: long-lived connections, not work in progress.
@@ -51,6 +58,34 @@ class LoadShedding:
             await self.app(scope, receive, send)
         finally:
             self.in_progress -= 1
+
+
+class Admit:
+    """Pass every HTTP request and WebSocket down with its Admission in ``scope["agentgit.admission"]``.
+
+    It only reads headers here: the token is looked up when the surface first asks (in the
+    thread its work runs in; no extra hop between the event loop and a thread), once for the
+    request, and the surface answers a refusal in its own protocol (a JSON 401, a WebSocket close
+    code, a git challenge).
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] in ("http", "websocket") and SCOPE_KEY not in scope:
+            scope = {**scope, SCOPE_KEY: presented(scope)}
+        await self.app(scope, receive, send)
+
+
+def presented(scope: dict) -> Admission:
+    """The Admission of an ASGI connection, from its headers (and ``?token=`` on a WebSocket)."""
+    authorization = next((value for name, value in scope.get("headers", ()) if name == b"authorization"), None)
+    query_token = None
+    if scope["type"] == "websocket":
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        query_token = (query.get("token") or [None])[0]
+    return Admission.presented(authorization, query_token)
 
 
 class BodyLimit:

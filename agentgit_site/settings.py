@@ -243,7 +243,6 @@ REST_FRAMEWORK = {
         "repos.api.authentication.TokenBasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["repos.api.permissions.HasScope"],
-    "DEFAULT_THROTTLE_CLASSES": ["repos.api.permissions.CredentialRateLimit"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "repos.api.errors.exception_handler",

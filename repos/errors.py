@@ -1,30 +1,57 @@
-"""The server's error taxonomy: what an API caller is told, as a machine code.
+"""The server's error table: every code an API caller can be told, declared once.
 
-    ApiError            code            retryable   typical cause
-    ├── Invalid         invalid         no          malformed JSON, wrong types, unsafe paths, missing blobs
-    ├── Unauthenticated unauthenticated no          no, unknown or revoked token
-    ├── Forbidden       forbidden       no          the credential lacks the scope
-    ├── NotFound        not_found       no          unknown repository, stream, proposal, object, path
-    ├── Aborted         aborted         yes         the stream kept moving while integrating; retry
-    ├── TooLarge        too_large       no          a body over the configured limit
-    ├── RateLimited     rate_limited    yes         the credential's token bucket is empty
-    └── Unavailable     unavailable     yes         a dependency (database, broker) is not reachable
+    class                code             status  retryable  close  typical cause
+    ApiError             internal         500     no         4500   anything unexpected (a bug, a corrupt object)
+    ├── Invalid          invalid          400     no         4400   malformed JSON, wrong types, unsafe paths, missing blobs
+    ├── Unauthenticated  unauthenticated  401     no         4401   no, unknown or revoked token
+    ├── Forbidden        forbidden        403     no         4403   the credential lacks the scope
+    ├── NotFound         not_found        404     no         4404   unknown repository, stream, proposal, object, path
+    ├── AlreadyExists    already_exists   409     no         4409   a repository or stream of that name exists
+    ├── Aborted          aborted          409     yes        4409   the stream kept moving while integrating; retry
+    ├── TooLarge         too_large        413     no         4413   a body over the configured limit
+    ├── RateLimited      rate_limited     429     yes        4429   the credential's token bucket is empty
+    └── Unavailable      unavailable      503     yes        4503   a dependency (database, broker) is not reachable
 
-``conflict`` is not an error: it is an integration outcome. Engine errors become API errors in
-one place, :func:`from_engine`; HTTP statuses are chosen in one place, the API's exception
-handler (repos/api/errors.py).
+Each class declares its code, HTTP status and retryable flag (``class NotFound(ApiError,
+code="not_found", status=404)``); everything else is derived from that: :data:`ERRORS` (code →
+class), the HTTP status of every answer (repos/api/errors.py), the schema's enum of codes
+(repos/api/serializers.py), the WebSocket close code ("close": 4000 + the HTTP status, so a
+client reads one table for both) and the git answer (:meth:`ApiError.git_answer`). ``conflict`` is not an
+error: it is an integration outcome.
+
+Engine errors cross into the server at one boundary, :func:`from_engine`: services let them
+propagate, and whoever answers a caller (the DRF exception handler and the WebSocket consumer,
+through :func:`api_error`; the landing queue recording a failed operation) translates them there. A service calls :func:`from_engine` itself only to change what an engine
+error means where it is raised (a missing blob that the caller's changeset names is their
+invalid input, not a missing resource).
 """
 
 from __future__ import annotations
 
-from engine.errors import EngineError, InvalidInput, ObjectMissing, PathNotFound, WrongObjectType
+from typing import ClassVar
+
+from engine.errors import CorruptObject, EngineError, InvalidInput, ObjectMissing, PathNotFound, WrongObjectType
+
+#: WebSocket close codes are this plus the HTTP status of the same refusal.
+CLOSE_CODE_BASE = 4000
 
 
 class ApiError(Exception):
-    """An error the API reports in its one JSON shape."""
+    """An error the API reports in its one JSON shape; ``internal`` (500) itself."""
 
-    code = "internal"
-    retryable = False
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+    retryable: ClassVar[bool] = False
+    #: The WebSocket close code of this refusal.
+    close_code: ClassVar[int] = CLOSE_CODE_BASE + 500
+
+    def __init_subclass__(cls, *, code: str, status: int, retryable: bool = False, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if code in ERRORS:
+            raise TypeError(f"the error code {code!r} is declared twice")
+        cls.code, cls.status, cls.retryable = code, status, retryable
+        cls.close_code = CLOSE_CODE_BASE + status
+        ERRORS[code] = cls
 
     def __init__(self, message: str, *, details: list[dict] | None = None, retry_after_ms: int | None = None) -> None:
         super().__init__(message)
@@ -40,53 +67,82 @@ class ApiError(Exception):
             body["retry_after_ms"] = self.retry_after_ms
         return {"error": body}
 
-
-class Invalid(ApiError):
-    code = "invalid"
-
-
-class Unauthenticated(ApiError):
-    code = "unauthenticated"
+    def git_answer(self) -> tuple[int, bytes]:
+        """What a git client is answered over smart HTTP: the status, and a ``text/plain`` body
+        (git prints such a body to its user as ``remote: …`` lines)."""
+        return self.status, f"{self.code}: {self.message}\n".encode()
 
 
-class Forbidden(ApiError):
-    code = "forbidden"
+#: Every error code, in the table's order, and its class.
+ERRORS: dict[str, type[ApiError]] = {"internal": ApiError}
 
 
-class NotFound(ApiError):
-    code = "not_found"
+class Invalid(ApiError, code="invalid", status=400):
+    """The request is malformed, contradicts itself or names something it may not."""
 
 
-class Aborted(ApiError):
-    code = "aborted"
-    retryable = True
+class Unauthenticated(ApiError, code="unauthenticated", status=401):
+    """No credential, or one that is unknown or revoked."""
 
 
-class TooLarge(ApiError):
-    code = "too_large"
+class Forbidden(ApiError, code="forbidden", status=403):
+    """The credential lacks the scope the request needs."""
 
 
-class RateLimited(ApiError):
-    code = "rate_limited"
-    retryable = True
+class NotFound(ApiError, code="not_found", status=404):
+    """The repository, stream, proposal, object or path does not exist."""
 
 
-class Unavailable(ApiError):
-    code = "unavailable"
-    retryable = True
+class AlreadyExists(ApiError, code="already_exists", status=409):
+    """Something of that name exists already (a repository, a stream)."""
 
 
-def from_engine(error: EngineError, *, missing: type[ApiError] = NotFound) -> ApiError:
-    """The API error for an engine error.
+class Aborted(ApiError, code="aborted", status=409, retryable=True):
+    """The work was abandoned without effect (the stream kept moving); retrying may succeed."""
 
-    ``missing`` decides what a missing object means where it is raised: a 404 when the caller
-    asked for the object, ``Invalid`` when the caller's input named it (a changeset's blob).
+
+class TooLarge(ApiError, code="too_large", status=413):
+    """A body over the configured limit."""
+
+
+class RateLimited(ApiError, code="rate_limited", status=429, retryable=True):
+    """The credential's token bucket is empty; ``retry_after_ms`` says when a token is back."""
+
+
+class Unavailable(ApiError, code="unavailable", status=503, retryable=True):
+    """A dependency (the database, the broker) is not reachable, or the server is saturated."""
+
+
+#: The API error each engine error becomes (the nearest class in the engine error's MRO wins).
+_FROM_ENGINE: dict[type[EngineError], type[ApiError]] = {
+    ObjectMissing: NotFound,
+    PathNotFound: NotFound,
+    InvalidInput: Invalid,
+    WrongObjectType: Invalid,
+    CorruptObject: ApiError,  # internal: stored bytes that do not parse are never expected
+}
+
+
+def from_engine(error: EngineError, *, missing: type[ApiError] | None = None) -> ApiError:
+    """The API error for an engine error: the one boundary between the two trees.
+
+    ``missing`` overrides what a missing object means where it is raised: by default a 404 (the
+    caller asked for the object); ``Invalid`` when the caller's input named it (a changeset's blob).
     """
     details = [dict(detail) for detail in error.details] or [{"code": error.code, "message": error.message}]
-    if isinstance(error, ObjectMissing):
+    if missing is not None and isinstance(error, ObjectMissing):
         return missing(error.message, details=details)
-    if isinstance(error, PathNotFound):
-        return NotFound(error.message, details=details)
-    if isinstance(error, (InvalidInput, WrongObjectType)):
-        return Invalid(error.message, details=details)
-    return ApiError(error.message, details=details)  # CorruptObject: internal, never expected
+    for kind in type(error).__mro__:
+        if kind in _FROM_ENGINE:
+            return _FROM_ENGINE[kind](error.message, details=details)
+    return ApiError(error.message, details=details)
+
+
+def api_error(exc: BaseException) -> ApiError | None:
+    """The API error an exception stands for (an ``ApiError`` itself, or an engine error
+    translated); None for anything else, which the surface answers as ``internal``."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, EngineError):
+        return from_engine(exc)
+    return None

@@ -1,28 +1,85 @@
-"""engine/ is framework-free: it imports no web framework, task queue or app layer."""
+"""The layers import downwards only.
+
+    engine/          imports no framework, task queue or app layer
+    repos/services/  imports neither the workers (they import services) nor the API (it calls services)
+    repos/api/       imports no engine module: what it needs of the engine comes through services
+    repos/web/       (to come) imports nothing of the API: both are surfaces over the same services
+
+Relative imports count: ``from ..api import views`` inside repos/services/ is repos.api.
+"""
+
+from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-ENGINE = ROOT / "engine"
-FORBIDDEN = frozenset({"django", "rest_framework", "channels", "celery", "repos", "workers", "agentgit_site"})
+
+#: (directory, the top-level packages or modules its files must not import).
+RULES: list[tuple[str, frozenset[str]]] = [
+    ("engine", frozenset({"django", "rest_framework", "channels", "celery", "repos", "workers", "agentgit_site"})),
+    ("repos/services", frozenset({"workers", "repos.api"})),
+    ("repos/api", frozenset({"engine"})),
+    ("repos/web", frozenset({"repos.api"})),
+]
 
 
-def forbidden_imports(source: str, filename: str = "<string>") -> list[tuple[int, str]]:
-    """Return (line, module) for every absolute import of a forbidden top-level package."""
-    found = []
+def module_name(path: Path, root: Path) -> str:
+    """The dotted module name of a file under ``root`` (a package's ``__init__`` is the package)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(source: str, module: str = "", is_package: bool = False, filename: str = "<string>"):
+    """(line, absolute module) for every import in ``source``, relative ones resolved against
+    ``module``. ``from X import a`` yields X and X.a (``a`` may be a submodule)."""
+    package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
-        else:
-            continue
-        found += [(node.lineno, m) for m in modules if m.split(".")[0] in FORBIDDEN]
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".") if package else []
+                anchor = anchor[: len(anchor) - (node.level - 1)] if node.level > 1 else anchor
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            yield node.lineno, base
+            for alias in node.names:
+                yield node.lineno, f"{base}.{alias.name}"
+
+
+def forbidden_imports(
+    source: str, forbidden: frozenset[str], module: str = "", is_package: bool = False, filename: str = "<string>"
+) -> list[tuple[int, str]]:
+    """(line, module) for every import of a forbidden module or anything inside it."""
+    found = {
+        (line, name)
+        for line, name in imported_modules(source, module, is_package, filename)
+        if any(name == banned or name.startswith(banned + ".") for banned in forbidden)
+    }
     return sorted(found)
 
 
-def test_checker_finds_every_form_of_forbidden_import():
+def violations(root: Path) -> list[str]:
+    """Every import under ``root`` that breaks a rule, as ``path:line: import module``."""
+    found = []
+    for directory, forbidden in RULES:
+        for path in sorted((root / directory).rglob("*.py")):
+            module = module_name(path, root)
+            is_package = path.name == "__init__.py"
+            for line, name in forbidden_imports(path.read_text(), forbidden, module, is_package, str(path)):
+                found.append(f"{path.relative_to(root)}:{line}: import {name}")
+    return found
+
+
+def test_the_checker_finds_every_form_of_forbidden_import():
     source = (
         "import os, django.db\n"
         "from celery import shared_task\n"
@@ -33,21 +90,56 @@ def test_checker_finds_every_form_of_forbidden_import():
         "    import rest_framework\n"
         "import djangoish\n"
     )
-    assert forbidden_imports(source) == [
+    engine = RULES[0][1]
+    assert forbidden_imports(source, engine, "engine.merge") == [
         (1, "django.db"),
         (2, "celery"),
+        (2, "celery.shared_task"),
         (3, "repos.services"),
+        (3, "repos.services.land"),
         (7, "rest_framework"),
     ]
 
 
-def test_engine_imports_no_framework_or_app_code():
-    files = sorted(ENGINE.rglob("*.py"))
-    if ENGINE.is_dir():
-        assert files, "engine/ exists but holds no Python files to check"
-    violations = [
-        f"{path.relative_to(ROOT)}:{line}: import {module}"
-        for path in files
-        for line, module in forbidden_imports(path.read_text(), str(path))
+def test_the_checker_resolves_relative_imports():
+    services = frozenset({"workers", "repos.api"})
+    source = "from ..api import views\nfrom .. import api\nfrom ..errors import Invalid\nfrom . import events\n"
+    assert forbidden_imports(source, services, "repos.services.content") == [
+        (1, "repos.api"),
+        (1, "repos.api.views"),
+        (2, "repos.api"),
     ]
-    assert violations == []
+    # In a package's __init__, "." is the package itself.
+    assert forbidden_imports("from .api import x\n", services, "repos", is_package=True) == [
+        (1, "repos.api"),
+        (1, "repos.api.x"),
+    ]
+    assert forbidden_imports("from repos.apiary import x\n", services, "repos.services.content") == []
+
+
+def test_the_layers_import_downwards_only():
+    assert violations(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    "planted_file, line",
+    [
+        ("engine/planted.py", "from django.db import models\n"),
+        ("repos/services/planted.py", "from workers import tasks\n"),
+        ("repos/services/planted.py", "def later():\n    from ..api import views\n"),
+        ("repos/api/planted.py", "from engine.errors import EngineError\n"),
+        ("repos/web/views.py", "from repos.api.serializers import ErrorSerializer\n"),
+    ],
+)
+def test_a_planted_forbidden_import_fails_the_check(tmp_path, planted_file, line):
+    for directory, _ in RULES:
+        if (ROOT / directory).is_dir():
+            shutil.copytree(ROOT / directory, tmp_path / directory, ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations(tmp_path) == []  # the copy is as clean as the tree
+
+    planted = tmp_path / planted_file
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text('"""Planted by the test."""\n' + line)
+
+    found = violations(tmp_path)
+    assert found and all(entry.startswith(planted_file + ":") for entry in found), found

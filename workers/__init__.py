@@ -1,5 +1,3 @@
-"""Background work: the landing queue, derive passes, event relay, GC and recovery.
-
-Celery tasks will live here. Each task takes ids, calls one service in
-repos/services/, and is safe to retry.
+"""Background work: the Celery tasks (``tasks``) — the landing queue, the catch-up derive pass and
+recovery. Each task takes ids, calls one service in repos/services/, and is safe to retry.
 """

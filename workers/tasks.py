@@ -1,30 +1,37 @@
-"""Celery tasks: thin adapters over repos.services (tasks take ids, never objects)."""
+"""Celery tasks: thin adapters over repos.services (tasks take ids, never objects).
+
+The after-commit jobs (repos/services/dispatch.py) register here as tasks of their own names,
+with their own retry policy as Celery's autoretry: a landing that meets a transient database
+failure (a lost connection, a deadlock victim, too many clients) is tried again shortly, rather
+than leaving its operations queued until the next landing of that stream or the next scheduled
+recovery. Services send them by name; they never import this module.
+"""
 
 from __future__ import annotations
 
 from celery import shared_task
 from celery.signals import worker_ready
-from django.db import InterfaceError, OperationalError
 
-from repos.services import derived, integration
-
-# A landing that meets a transient database failure (a lost connection, a deadlock victim, too
-# many clients) is tried again shortly, rather than leaving its operations queued until the next
-# landing of that stream or the next scheduled recovery. Landing is idempotent.
-_TRANSIENT = (OperationalError, InterfaceError)
+from repos.services import integration
+from repos.services.dispatch import Job
 
 
-@shared_task(
-    name="workers.tasks.land_stream",
-    autoretry_for=_TRANSIENT,
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=8,
-)
-def land_stream(stream_id: int) -> int:
-    """Drain a stream's landing queue (one worker at a time per stream: the stream's row lock)."""
-    return integration.land_stream(stream_id)
+def task_for(job: Job):
+    """The Celery task that runs ``job`` on a worker, under its name and with its retry policy."""
+    return shared_task(
+        name=job.name,
+        autoretry_for=job.retry.on,
+        retry_backoff=job.retry.backoff_s,
+        retry_backoff_max=job.retry.backoff_max_s,
+        retry_jitter=True,
+        max_retries=job.retry.retries,
+    )(job.run)
+
+
+#: Drain a stream's landing queue (one worker at a time per stream: the stream's row lock).
+land_stream = task_for(integration.LAND_STREAM)
+#: Derive the heads a landing left underived.
+derive_missing = task_for(integration.DERIVE_MISSING)
 
 
 @shared_task(name="workers.tasks.recover")
@@ -32,12 +39,6 @@ def recover() -> int:
     """Land every operation a crash left queued and derive what is missing; scheduled by beat,
     and run at worker start. Returns how many operations it landed."""
     return integration.recover().landed
-
-
-@shared_task(name="workers.tasks.derive_missing", autoretry_for=_TRANSIENT, retry_backoff=1, max_retries=8)
-def derive_missing() -> int:
-    """Derive the heads a landing left underived (a history too long to derive in a landing)."""
-    return derived.derive_missing()
 
 
 @worker_ready.connect

@@ -2,22 +2,23 @@
 token as the password (what git clients send; the user name is ignored).
 
 Both give views ``request.user`` = the credential's user and ``request.auth`` = the Credential.
-A bad token raises ``repos.errors.Unauthenticated``, which the API's exception handler turns
-into the one JSON error shape with status 401.
+They do not parse or look up anything themselves: the request's :class:`Admission`
+(repos.services.admission) does, once. Under ASGI the middleware made it and passed it down in
+the scope (``scope["agentgit.admission"]``); a request that did not come through the middleware
+(Django's test client, WSGI) gets one made from its own headers (``admission_of``), so both paths
+run the same code. A bad token raises ``repos.errors.Unauthenticated``, which the API's exception handler
+turns into the one JSON error shape with status 401.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
 from ..errors import Unauthenticated
 from ..models import Credential
-from ..services.credentials import authenticate_token
+from ..services.admission import BASIC, BEARER, admission_of
 
 REALM = "agentgit"
 #: The WWW-Authenticate challenge of a 401 for API clients.
@@ -27,17 +28,16 @@ BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
 
 
 class _TokenAuthentication(BaseAuthentication):
-    """Shared flow: parse one Authorization scheme into a token, then authenticate it."""
+    """Shared flow: the request's Admission, if the token came with this class's scheme."""
 
-    scheme: bytes  # lower case
+    scheme: str
 
     def authenticate(self, request: Request) -> tuple[object, Credential] | None:
-        parts = get_authorization_header(request).split()
-        if not parts or parts[0].lower() != self.scheme:
+        admission = admission_of(request)
+        if admission.scheme != self.scheme:
             return None  # not ours: another authenticator (or none) may take it
         try:
-            token = self.token_from(parts[1:])
-            credential = authenticate_token(token)
+            credential = admission.credential()
         except Unauthenticated:
             # DRF marks the request unauthenticated only when its own exceptions are raised; do
             # the same for ours (as DRF would), or whoever reads request.user next (the exception
@@ -45,25 +45,14 @@ class _TokenAuthentication(BaseAuthentication):
             anonymous = api_settings.UNAUTHENTICATED_USER
             request.user, request.auth = (anonymous() if anonymous else None), None
             raise
+        assert credential is not None  # a scheme came with a token or a problem
         return credential.user, credential
-
-    def token_from(self, credentials: list[bytes]) -> str:
-        """The token in the header's words after the scheme; Unauthenticated if malformed."""
-        raise NotImplementedError
 
 
 class BearerTokenAuthentication(_TokenAuthentication):
     """``Authorization: Bearer <token>``."""
 
-    scheme = b"bearer"
-
-    def token_from(self, credentials: list[bytes]) -> str:
-        if len(credentials) != 1:
-            raise Unauthenticated("malformed Authorization header: expected 'Bearer <token>'")
-        try:
-            return credentials[0].decode("ascii")
-        except UnicodeDecodeError:
-            raise Unauthenticated("malformed Authorization header: the token is not ASCII") from None
+    scheme = BEARER
 
     def authenticate_header(self, request: Request) -> str:
         return BEARER_CHALLENGE
@@ -72,19 +61,7 @@ class BearerTokenAuthentication(_TokenAuthentication):
 class TokenBasicAuthentication(_TokenAuthentication):
     """HTTP Basic with any user name and the token as the password."""
 
-    scheme = b"basic"
-
-    def token_from(self, credentials: list[bytes]) -> str:
-        if len(credentials) != 1:
-            raise Unauthenticated("malformed Authorization header: expected 'Basic <base64 user:token>'")
-        try:
-            decoded = base64.b64decode(credentials[0], validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            raise Unauthenticated("malformed Authorization header: Basic credentials are not base64 of UTF-8") from None
-        _user, colon, token = decoded.partition(":")
-        if not colon or not token:
-            raise Unauthenticated("malformed Authorization header: Basic credentials need the token as the password")
-        return token
+    scheme = BASIC
 
     def authenticate_header(self, request: Request) -> str:
         return BASIC_CHALLENGE

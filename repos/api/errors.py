@@ -1,24 +1,25 @@
-"""HTTP statuses for errors: the one place they are chosen.
+"""Errors as HTTP answers: every exception a request meets becomes the one JSON shape.
 
 Every error the API answers has one JSON shape, ``{"error": {"code", "message", "retryable", ...}}``
-(DESIGN.md, "API conventions"). The code decides the status:
+(DESIGN.md, "API conventions"). The code decides the status, from the error table in
+repos/errors.py (each class's ``status``). What else arrives here is mapped onto a code:
 
-    code             status  raised as
-    invalid          400     repos.errors.Invalid; DRF ParseError / ValidationError; Django SuspiciousOperation
-    unauthenticated  401     repos.errors.Unauthenticated; DRF NotAuthenticated / AuthenticationFailed
-    forbidden        403     repos.errors.Forbidden; DRF / Django PermissionDenied
-    not_found        404     repos.errors.NotFound; DRF NotFound; Django Http404; an unknown /api/ URL
-    aborted          409     repos.errors.Aborted (retryable)
-    too_large        413     repos.errors.TooLarge; Django RequestDataTooBig
-    rate_limited     429     repos.errors.RateLimited; DRF Throttled (``Retry-After`` header, whole seconds)
-    unavailable      503     repos.errors.Unavailable; database or broker unreachable (retryable)
-    internal         500     anything else (never expected; logged with its traceback)
+    code             raised as (besides the repos.errors class)
+    invalid          DRF ParseError / ValidationError; Django SuspiciousOperation; engine InvalidInput, WrongObjectType
+    unauthenticated  DRF NotAuthenticated / AuthenticationFailed
+    forbidden        DRF / Django PermissionDenied
+    not_found        DRF NotFound; Django Http404; an unknown /api/ URL; engine ObjectMissing, PathNotFound
+    too_large        Django RequestDataTooBig
+    unavailable      database or broker unreachable (retryable)
+    internal         anything else (never expected; logged with its traceback)
 
-Two HTTP statuses keep a code from the table because the vocabulary of codes is closed: a method
-the endpoint does not serve is 405 ``invalid`` (with ``Allow``), an unsupported media type 415
-``invalid``. :func:`exception_handler` is DRF's ``EXCEPTION_HANDLER``; :func:`not_found`,
-:func:`bad_request` and :func:`server_error` answer the same shape for /api/ URLs that never
-reach a DRF view (Django's ``handler404`` / ``handler400`` / ``handler500``).
+An engine error that reaches a view unwrapped is answered with its documented code
+(repos.errors.api_error), never as a 500. Two HTTP statuses keep a code from the table because
+the vocabulary of codes is closed: a method the endpoint does not serve is 405 ``invalid`` (with
+``Allow``), an unsupported media type 415 ``invalid``. :func:`exception_handler` is DRF's
+``EXCEPTION_HANDLER``; :func:`not_found`, :func:`bad_request` and :func:`server_error` answer the
+same shape for /api/ URLs that never reach a DRF view (Django's ``handler404`` / ``handler400`` /
+``handler500``).
 """
 
 from __future__ import annotations
@@ -35,39 +36,14 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from ..errors import (
-    ApiError,
-    Forbidden,
-    Invalid,
-    NotFound,
-    RateLimited,
-    TooLarge,
-    Unauthenticated,
-    Unavailable,
-)
+from ..errors import ERRORS, ApiError, Forbidden, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable, api_error
 
 logger = logging.getLogger("repos.api")
-
-#: The HTTP status of each error code.
-STATUS = {
-    "invalid": 400,
-    "unauthenticated": 401,
-    "forbidden": 403,
-    "not_found": 404,
-    "aborted": 409,
-    "too_large": 413,
-    "rate_limited": 429,
-    "unavailable": 503,
-    "internal": 500,
-}
-
-#: The ApiError class of each code, to raise an error recorded as a dict (a failed operation's).
-_CLASSES = {cls.code: cls for cls in ApiError.__subclasses__()}
 
 
 def error_from_dict(doc: dict) -> ApiError:
     """The ApiError an error body (``{"code", "message", ...}``) describes; ``internal`` if unknown."""
-    cls = _CLASSES.get(doc.get("code"), ApiError)
+    cls = ERRORS.get(str(doc.get("code")), ApiError)
     return cls(
         str(doc.get("message") or "the operation failed"),
         details=doc.get("details"),
@@ -77,7 +53,7 @@ def error_from_dict(doc: dict) -> ApiError:
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception a view raises becomes the one JSON error shape."""
-    error, status = _translate(exc)
+    error, status = answer_for(exc)
     if error.code == "internal":
         view = context.get("view")
         logger.error("internal error in %s", type(view).__name__ if view else "API view", exc_info=exc)
@@ -88,10 +64,12 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     return response
 
 
-def _translate(exc: Exception) -> tuple[ApiError, int]:
-    """The API error for any exception, and its HTTP status."""
-    if isinstance(exc, ApiError):
-        return exc, STATUS.get(exc.code, 500)
+def answer_for(exc: BaseException) -> tuple[ApiError, int]:
+    """The API error for any exception, and its HTTP status (every surface's translation: the
+    REST handler's and the WebSocket consumer's)."""
+    known = api_error(exc)  # ours, or the engine's (translated at the one boundary)
+    if known is not None:
+        return known, known.status
     if isinstance(exc, drf.APIException):
         return _from_drf(exc)
     if isinstance(exc, Http404):
@@ -124,9 +102,6 @@ def _from_drf(exc: drf.APIException) -> tuple[ApiError, int]:
         return Forbidden(message), 403
     if isinstance(exc, drf.NotFound):
         return NotFound(message), 404
-    if isinstance(exc, drf.Throttled):
-        wait_ms = None if exc.wait is None else math.ceil(exc.wait * 1000)
-        return RateLimited(message, retry_after_ms=wait_ms), 429
     if isinstance(exc, (drf.MethodNotAllowed, drf.UnsupportedMediaType, drf.NotAcceptable)):
         return Invalid(message), exc.status_code
     if exc.status_code == 413:
@@ -191,7 +166,7 @@ def _is_api(request: HttpRequest) -> bool:
 
 
 def _json(error: ApiError) -> JsonResponse:
-    return JsonResponse(error.as_dict(), status=STATUS.get(error.code, 500))
+    return JsonResponse(error.as_dict(), status=error.status)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

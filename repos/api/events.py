@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -38,12 +40,18 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 
 from agentgit_site.observability import note
 
-from ..errors import ApiError, Invalid, Unauthenticated
-from ..models import Event
-from ..services import metrics, ratelimit
-from ..services.credentials import authenticate_token, require_scope
+from ..errors import ERRORS, Invalid, Unauthenticated
+from ..services import metrics
+from ..services.admission import SCOPE_KEY
+from ..services.events import events_after
 from . import serializers as s
 from .base import ApiView, query_number, repository
+from .errors import answer_for
+
+if TYPE_CHECKING:
+    from ..models import Event
+
+logger = logging.getLogger("repos.api")
 
 POLL_S = 0.1
 KEEPALIVE_S = 15.0
@@ -119,7 +127,7 @@ class EventFeed:
         self.quiet_since = now
 
     def fetch(self) -> list[Event]:
-        return list(Event.objects.filter(repository_id=self.repository_id, seq__gt=self.after).order_by("seq")[:BATCH])
+        return events_after(self.repository_id, self.after, BATCH)
 
     def step(self, events: list[Event]) -> tuple[bytes, float | None]:
         """After a fetch: the bytes to send, and the pause before the next fetch (None: the end)."""
@@ -161,17 +169,19 @@ class EventFeed:
 #: The consumer's URL pattern (agentgit_site/asgi.py), as the access log and metrics name it.
 ROUTE = "ws/repos/<str:repo>/events"
 
-#: WebSocket close codes: 4000 + the HTTP status the same refusal gets over HTTP.
-CLOSE_CODES = {"invalid": 4400, "unauthenticated": 4401, "forbidden": 4403, "not_found": 4404, "rate_limited": 4429}
+#: WebSocket close codes: 4000 + the HTTP status the same refusal gets over HTTP (the error table's).
+CLOSE_CODES = {code: cls.close_code for code, cls in ERRORS.items()}
 
 
 class EventsConsumer(AsyncWebsocketConsumer):
     """``/ws/repos/{repo}/events?after=N&token=T``: every event as ``{"id", "event", "data"}``.
 
     The token comes as ``?token=`` (browsers cannot set headers on a WebSocket) or in the
-    ``Authorization: Bearer`` header; it needs the ``read`` scope. The feed is the SSE feed's
-    (the same outbox, in ``seq`` order, resumable with ``?after=``), without its time limit:
-    it runs until the client goes away. A refusal accepts the socket and closes it at once with
+    ``Authorization`` header (Bearer, or Basic with the token as the password); it needs the
+    ``read`` scope, and the connection takes one token from the credential's bucket. The ASGI
+    middleware read the token (agentgit_site/guards.py); admitting it is one call here. The feed
+    is the SSE feed's (the same outbox, in ``seq`` order, resumable with ``?after=``), without
+    its time limit: it runs until the client goes away. A refusal accepts the socket and closes it at once with
     a code of :data:`CLOSE_CODES`.
     """
 
@@ -179,11 +189,14 @@ class EventsConsumer(AsyncWebsocketConsumer):
         note(self.scope, route=ROUTE)
         try:
             repository_id, after = await database_sync_to_async(self._admit)()
-        except ApiError as error:
+        except Exception as refused:  # every refusal (and failure) closes with its table code
             # Accept, then close: a socket closed before accepting is refused with a bare HTTP
             # 403 during the handshake, and the client never learns why.
+            error, _status = answer_for(refused)
+            if error.code == "internal":
+                logger.error("internal error admitting a WebSocket", exc_info=refused)
             await self.accept()
-            await self.close(code=CLOSE_CODES.get(error.code, 4500))
+            await self.close(code=error.close_code)
             return
         await self.accept()
         self.feed = EventFeed(repository_id, after, timeout_s=float("inf"))
@@ -195,19 +208,12 @@ class EventsConsumer(AsyncWebsocketConsumer):
             task.cancel()
 
     def _admit(self) -> tuple[int, int]:
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        headers = dict(self.scope.get("headers", []))
-        token = (query.get("token") or [""])[0]
-        authorization = headers.get(b"authorization", b"").decode()
-        if not token and authorization.lower().startswith("bearer "):
-            token = authorization[7:].strip()
-        if not token:
-            raise Unauthenticated("a token is required (?token= or Authorization: Bearer)")
-        credential = authenticate_token(token)
-        note(self.scope, credential=credential)
-        require_scope(credential, "read")
-        ratelimit.take(credential)
+        admission = self.scope.get(SCOPE_KEY)
+        if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
+            raise Unauthenticated("this server reads no credentials on this path")
+        note(self.scope, credential=admission.admit("read"))
         found = repository(self.scope["url_route"]["kwargs"]["repo"])
+        query = parse_qs(self.scope.get("query_string", b"").decode())
         raw = (query.get("after") or ["0"])[0]
         if not raw.isdigit():
             raise Invalid(f"an event id is a whole number, not {raw!r}")

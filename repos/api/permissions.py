@@ -1,4 +1,4 @@
-"""What a credential may do: the scope each request needs, and its rate limit.
+"""What a credential may do: the scope each request needs; meeting it admits the request.
 
 Every API request needs a live credential with the scope its method asks for:
 
@@ -8,21 +8,17 @@ Every API request needs a live credential with the scope its method asks for:
     POST /repos                   admin      (likewise)
 
 ``admin`` implies every scope (``Credential.has_scope``). A view overrides the default per method
-with a ``scopes`` mapping. Then the request takes a token from its credential's bucket
-(:class:`CredentialRateLimit`, repos.services.ratelimit) or is refused with ``rate_limited``.
+with a ``scopes`` mapping. A request with the scope is admitted by the request's Admission
+(repos.services.admission): it takes a token from its credential's bucket, or is refused with
+``rate_limited``. DRF checks permissions after authentication, so unauthenticated and forbidden
+requests take no token.
 """
 
 from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
-from rest_framework.throttling import BaseThrottle
 
-from ..errors import Unauthenticated
-from ..services import ratelimit
-from ..services.credentials import require_scope
-
-#: Sent when no credential came with the request.
-NO_CREDENTIAL = "authentication required: send 'Authorization: Bearer <token>'"
+from ..services.admission import admission_of
 
 
 def required_scope(method: str, view: object) -> str:
@@ -34,23 +30,9 @@ def required_scope(method: str, view: object) -> str:
 
 
 class HasScope(BasePermission):
-    """A credential authenticated the request, and it has the scope the method needs."""
+    """A credential authenticated the request, it has the scope the method needs, and its
+    bucket had a token for it (Unauthenticated, Forbidden or RateLimited otherwise)."""
 
     def has_permission(self, request, view) -> bool:
-        if request.auth is None:
-            raise Unauthenticated(NO_CREDENTIAL)
-        require_scope(request.auth, required_scope(request.method, view))
-        return True
-
-
-class CredentialRateLimit(BaseThrottle):
-    """DRF throttle: the request's credential takes a token or the request is refused (429).
-
-    DRF checks throttles after authentication and permissions, so only requests that would be
-    served count against a bucket.
-    """
-
-    def allow_request(self, request, view) -> bool:
-        if request.auth is not None:
-            ratelimit.take(request.auth)  # raises RateLimited, with its retry hint
+        admission_of(request).admit(required_scope(request.method, view))
         return True

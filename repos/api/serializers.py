@@ -10,6 +10,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from ..errors import ERRORS
+
 # --- answers -------------------------------------------------------------------------------
 
 
@@ -192,19 +194,7 @@ class LogSerializer(serializers.Serializer):
 
 
 class ErrorBodySerializer(serializers.Serializer):
-    code = serializers.ChoiceField(
-        choices=[
-            "invalid",
-            "unauthenticated",
-            "forbidden",
-            "not_found",
-            "aborted",
-            "too_large",
-            "rate_limited",
-            "unavailable",
-            "internal",
-        ]
-    )
+    code = serializers.ChoiceField(choices=list(ERRORS))  # the error table's codes (repos/errors.py)
     message = serializers.CharField()
     retryable = serializers.BooleanField()
     details = serializers.ListField(child=serializers.DictField(), required=False)
@@ -278,23 +268,25 @@ EmptyBody = inline_serializer("IntegrateRequest", {})
 
 # --- shared schema helpers -----------------------------------------------------------------
 
-_ERROR_TEXT = {
-    400: "invalid",
-    401: "unauthenticated",
-    403: "forbidden",
-    404: "not_found",
-    409: "aborted (retryable)",
-    413: "too_large",
-    429: "rate_limited (retryable; `retry_after_ms` and `Retry-After` say when)",
-    503: "unavailable (retryable)",
-}
+#: What a client should know about a code beyond the table's status and retryable flag.
+_HINTS = {"rate_limited": "`retry_after_ms` and `Retry-After` say when"}
+
+
+def _error_text(status: int) -> str:
+    """The codes answered with ``status``, from the error table: ``aborted (retryable)``, …"""
+    texts = []
+    for code, cls in ERRORS.items():
+        if cls.status == status:
+            notes = ["retryable"] * cls.retryable + ([_HINTS[code]] if code in _HINTS else [])
+            texts.append(f"{code} ({'; '.join(notes)})" if notes else code)
+    return " or ".join(texts)
 
 
 def errors(*statuses: int) -> dict:
     """Schema responses for the given error statuses (401, 403, 429 and 503 are added: every call
     is scoped, rate-limited and may be shed when the server is saturated)."""
     return {
-        status: OpenApiResponse(ErrorSerializer, description=_ERROR_TEXT[status])
+        status: OpenApiResponse(ErrorSerializer, description=_error_text(status))
         for status in sorted({401, 403, 429, 503, *statuses})
     }
 

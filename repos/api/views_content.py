@@ -10,8 +10,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from engine.objects import BLOB, hash_object
-
 from ..errors import Invalid, NotFound
 from ..services import content, reads
 from ..services.repositories import split_rev_path
@@ -71,8 +69,8 @@ def _decode_item(item: object) -> bytes:
     except (binascii.Error, ValueError):
         raise Invalid("data is not valid base64") from None
     expected = item.get("id")
-    if expected is not None and expected != hash_object(BLOB, data):
-        raise Invalid(f"the bytes hash to {hash_object(BLOB, data)}, not {expected}")
+    if expected is not None and expected != content.blob_id(data):
+        raise Invalid(f"the bytes hash to {content.blob_id(data)}, not {expected}")
     return data
 
 

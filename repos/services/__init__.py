@@ -9,8 +9,12 @@ tasks, the git bridge) and the engine.
 * ``derived``      — graph nodes and the path index: written with each landing, read by log.
 * ``credentials``  — API tokens: create, authenticate, revoke, scopes.
 * ``ratelimit``    — a token bucket per credential, shared by every server process.
-* ``events``       — the outbox: events written in the transaction that caused them.
+* ``admission``    — a request's credential, authenticated once; its scope, then its token bucket.
+* ``events``       — the outbox: events written in the transaction that caused them, read in order.
+* ``dispatch``     — after-commit jobs: to the worker pool by name, or in process; retried alike.
 * ``stores``       — the object store of each repository (one per process, caches kept warm).
 
-Services own their transactions and raise ``repos.errors.ApiError``; callers only translate.
+Services own their transactions and raise ``repos.errors.ApiError``, or let an engine error
+propagate; whoever answers a caller translates either with ``repos.errors.api_error``. Services
+import neither the API nor the workers (tests/test_architecture.py).
 """

@@ -7,7 +7,7 @@ import time
 from django.db import IntegrityError, transaction
 
 from engine import changeset as engine_changeset
-from engine.errors import EngineError
+from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
 
 from ..errors import Invalid, NotFound, from_engine
@@ -37,18 +37,16 @@ def upload_blobs(repository: Repository, contents: list[bytes]) -> list[str]:
 
 
 def read_blob(repository: Repository, oid: str) -> bytes:
-    try:
-        return store_for(repository.name).read_blob(check_object_id(oid))
-    except EngineError as error:
-        raise from_engine(error) from None
+    return store_for(repository.name).read_blob(check_object_id(oid))
 
 
 def has_blob(repository: Repository, oid: str) -> bool:
-    try:
-        check_object_id(oid)
-    except EngineError as error:
-        raise from_engine(error) from None
-    return store_for(repository.name).kind(oid) == BLOB
+    return store_for(repository.name).kind(check_object_id(oid)) == BLOB
+
+
+def blob_id(data: bytes) -> str:
+    """The git blob id of ``data`` (what an upload of it is stored under)."""
+    return hash_object(BLOB, data)
 
 
 def parse_operations(raw: object) -> tuple[list[engine_changeset.Operation], list[bytes], list[dict]]:
@@ -133,7 +131,9 @@ def create_changeset(
         commit_id = engine_changeset.create_changeset(
             store, parent_id, engine_ops, message=message, author=author, blobs=contents
         )
-    except EngineError as error:
+    except ObjectMissing as error:
+        # A blob the caller's operations name is missing: their input is wrong (400), not a
+        # resource they asked for (404).
         raise from_engine(error, missing=Invalid) from None
     commit = store.read_commit(commit_id)
     try:
@@ -155,10 +155,7 @@ def create_changeset(
 
 def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     """The recorded changeset, or one described from its commit (made by a merge or a git push)."""
-    try:
-        check_object_id(commit_id)
-    except EngineError as error:
-        raise from_engine(error) from None
+    check_object_id(commit_id)
     found = Changeset.objects.filter(repository=repository, commit_id=commit_id).first()
     if found is not None:
         return found

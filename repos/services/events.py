@@ -1,8 +1,8 @@
-"""The outbox: events are rows written in the transaction that caused them.
+"""The outbox: events are rows written in the transaction that caused them, and read back in order.
 
-Subscribers read them in ``seq`` order (monotonic per repository, no gaps), so an event exists
-exactly when the change it announces committed, and a reader that resumes after an id misses
-nothing and sees nothing twice.
+Subscribers (the SSE and WebSocket feeds) read them with :func:`events_after` in ``seq`` order
+(monotonic per repository, no gaps), so an event exists exactly when the change it announces
+committed, and a reader that resumes after an id misses nothing and sees nothing twice.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ STREAM_INTEGRATE = "stream.integrate"
 PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
 REPOSITORY_CREATED = "repository.created"
+
+
+def events_after(repository_id: int, after: int, limit: int) -> list[Event]:
+    """Up to ``limit`` of the repository's events after the id ``after``, oldest first."""
+    return list(Event.objects.filter(repository_id=repository_id, seq__gt=after).order_by("seq")[:limit])
 
 
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:

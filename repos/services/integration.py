@@ -1,8 +1,9 @@
 """Integration: the landing queue, and the only code that moves a stream head.
 
 Asking to integrate a proposal records an :class:`Operation` (``queued``) and hands the stream to
-the worker pool (``workers.tasks.land_stream``; run inline when Celery is eager, the embedded
-default). Landing a stream takes the stream's row lock, so one worker at a time drains its queued
+the landing job :data:`LAND_STREAM` once that commits (repos/services/dispatch.py: on the worker
+pool with a broker, in this process without one; retried alike on a transient database error).
+Landing a stream takes the stream's row lock, so one worker at a time drains its queued
 operations, in order: each is integrated by the engine on top of the previous one's result, their
 objects are made durable, and then one transaction moves the head by compare-and-swap on
 ``Stream.version`` and records every operation's outcome, every proposal's new state and one
@@ -40,6 +41,7 @@ from engine.integrate import Integration, Outcome, integrate
 from ..errors import Aborted, NotFound, from_engine
 from ..models import Operation, Proposal, Repository, Stream
 from . import derived, metrics
+from .dispatch import Job, after_commit
 from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
 
@@ -71,19 +73,7 @@ def request_integration(proposal: Proposal) -> Operation:
 
 
 def _enqueue_on_commit(stream_id: int) -> None:
-    _after_commit("land_stream", land_stream, stream_id)
-
-
-def _after_commit(task: str, service, *args) -> None:
-    """Run ``service(*args)`` once the current transaction commits: on the worker pool as the
-    Celery task ``task``, or in this process when there is no broker (the embedded default),
-    without Celery's eager-task machinery around it."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        transaction.on_commit(lambda: service(*args))
-        return
-    from workers import tasks  # workers import services, not the reverse
-
-    getattr(tasks, task).delay_on_commit(*args)
+    after_commit(LAND_STREAM, stream_id)
 
 
 def get_operation(repository: Repository, operation_id: object) -> Operation:
@@ -120,6 +110,12 @@ def land_stream(stream_id: int) -> int:
         landed += count
         if count < settings.AGENTGIT["LANDING_BATCH"]:
             return landed
+
+
+#: Draining a stream's landing queue, after the commit that queued an operation.
+LAND_STREAM = Job("workers.tasks.land_stream", land_stream)
+#: Deriving the heads a landing left underived (a history too long to derive in a landing).
+DERIVE_MISSING = Job("workers.tasks.derive_missing", derived.derive_missing)
 
 
 class Recovery(NamedTuple):
@@ -204,7 +200,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             _record(stream, operation, integration, error)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
-            _after_commit("derive_missing", derived.derive_missing)
+            after_commit(DERIVE_MISSING)
         crash_point("cas_applied")
     crash_point("committed")
     metrics.observe_integrations(

@@ -1,7 +1,8 @@
 """Per-credential rate limits: one token bucket per credential (API.md, "Credentials").
 
-A bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a second; every API request
-(and every event-feed connection) takes one token, or is refused with ``rate_limited`` (429) and
+A bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a second; every admitted
+request — REST, the SSE feed, a WebSocket connection, whatever surface calls
+``Admission.admit`` (repos.services.admission) — takes one token, or is refused with ``rate_limited`` (429) and
 the time until a token is back, in ``retry_after_ms`` and, rounded up to whole seconds, in
 ``Retry-After``. Over any span of ``t`` seconds a credential is admitted at most
 ``burst + rate × t`` requests. The defaults are ``AGENTGIT_RATE_LIMIT`` (requests per second,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import difflib
 
 from engine import history
-from engine.errors import EngineError
 from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
 from engine.store import ObjectStore
 from engine.trees import Added, Deleted, FileChange, Renamed, lookup, subtree
 
-from ..errors import Invalid, NotFound, from_engine
+from ..errors import Invalid, NotFound
 from ..models import Repository
 from . import derived
 from .repositories import get_stream, resolve_rev
@@ -30,10 +29,7 @@ def tree(repository: Repository, rev: str, path: str | None = None) -> list[dict
     store = store_for(repository.name)
     commit = store.read_commit(resolve_rev(repository, rev))
     prefix = path.strip("/") if path else ""
-    try:
-        entries = subtree(store, commit.tree, prefix or None)
-    except EngineError as error:
-        raise from_engine(error) from None
+    entries = subtree(store, commit.tree, prefix or None)
     base = prefix + "/" if prefix else ""
     return [
         {
@@ -51,10 +47,7 @@ def read_file(repository: Repository, rev: str, path: str) -> bytes:
     """The bytes of the file at ``path`` in the changeset ``rev``."""
     store = store_for(repository.name)
     commit = store.read_commit(resolve_rev(repository, rev))
-    try:
-        entry = lookup(store, commit.tree, path)
-    except EngineError as error:
-        raise from_engine(error) from None
+    entry = lookup(store, commit.tree, path)
     if entry is None:
         raise NotFound(f"no file {path!r} at {rev}")
     if entry.mode == MODE_TREE:
@@ -114,10 +107,7 @@ def _patch_content(store: ObjectStore, entry: Entry | None) -> bytes:
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:
     store = store_for(repository.name)
     index = derived.path_index(repository, store)
-    try:
-        lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
-    except EngineError as error:
-        raise from_engine(error) from None
+    lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
     return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]
 
 
@@ -137,10 +127,7 @@ def log(
     if not 1 <= size <= MAX_LOG_LIMIT:
         raise Invalid(f"limit is between 1 and {MAX_LOG_LIMIT}")
     if path:
-        try:
-            split_path(path)
-        except EngineError as error:
-            raise from_engine(error) from None
+        split_path(path)  # an unsafe path is invalid input (the engine says why)
     store = store_for(repository.name)
     start = None
     if cursor is None:
@@ -154,10 +141,7 @@ def log(
     # With a path, the derived data spares the walk comparing trees at every changeset that
     # leaves the path alone (without one, a page reads only the commits it lists).
     index = derived.path_index(repository, store) if path else None
-    try:
-        page = history.log_page(store, start, path or None, limit=size, cursor=cursor, index=index)
-    except EngineError as error:
-        raise from_engine(error) from None
+    page = history.log_page(store, start, path or None, limit=size, cursor=cursor, index=index)
     changesets = []
     for oid in page.changesets:
         commit = store.read_commit(oid)

@@ -6,10 +6,9 @@ import re
 
 from django.db import IntegrityError, transaction
 
-from engine.errors import EngineError
 from engine.objects import check_object_id, is_object_id
 
-from ..errors import Invalid, NotFound, from_engine
+from ..errors import AlreadyExists, Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Repository, Stream
 from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
@@ -56,7 +55,7 @@ def create_repository(name: str) -> Repository:
             append_event(repository, REPOSITORY_CREATED, {"name": name})
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
     except IntegrityError:
-        raise Invalid(f"a repository named {name!r} already exists") from None
+        raise AlreadyExists(f"a repository named {name!r} already exists") from None
     return repository
 
 
@@ -95,17 +94,14 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
             stream = Stream.objects.create(repository=repository, name=name, head=head)
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
-        raise Invalid(f"a stream named {name!r} already exists in {repository.name}") from None
+        raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
     return stream
 
 
 def resolve_rev(repository: Repository, rev: str) -> str:
     """The changeset a revision names: a full commit id (which must exist) or a stream's head."""
     if is_object_id(rev):
-        try:
-            store_for(repository.name).read_commit(check_object_id(rev))
-        except EngineError as error:
-            raise from_engine(error) from None
+        store_for(repository.name).read_commit(check_object_id(rev))
         return rev
     if not isinstance(rev, str) or not rev:
         raise Invalid(f"a revision is a 40-hex changeset id or a stream name, not {rev!r}")

@@ -118,9 +118,12 @@ def test_repositories_with_bad_names_are_invalid(admin, body):
     assert Repository.objects.count() == 0
 
 
-def test_a_repository_name_taken_is_invalid(api, admin):
-    error(admin.post("/api/v1/repos", {"name": "demo"}, format="json"), 400, "invalid")
+def test_a_repository_or_stream_name_taken_answers_409_already_exists(api, admin):
+    taken = error(admin.post("/api/v1/repos", {"name": "demo"}, format="json"), 409, "already_exists")
+    assert taken["retryable"] is False
     assert Repository.objects.count() == 1
+    error(api.post("/streams", {"name": "main"}), 409, "already_exists")
+    assert Stream.objects.count() == 1
 
 
 # Changesets the engine refuses: missing blobs, unsafe paths, contradictions (with details).

@@ -1,0 +1,94 @@
+"""After-commit work: one dispatcher and one retry policy, with a broker or without.
+
+A service with work to do once its transaction commits (land a stream's queue, derive a long
+history) declares it as a :class:`Job` — a Celery task name, the service function, and its
+:class:`Retry` policy — and hands it over with :func:`after_commit`:
+
+* **with a broker** the job is sent by name through the Celery app (``send_task``) to the worker
+  pool. workers/tasks.py makes each job a Celery task of that name, with the job's policy as
+  Celery's autoretry. Services never import the workers: the name is the only link.
+* **without a broker** (the embedded default) the job runs in this process once the transaction
+  commits, without Celery's eager machinery, and the same policy retries it: a transient
+  database failure runs it again after Celery's own backoff schedule, from a timer thread, so the
+  request that committed is not held while it waits.
+
+Jobs are idempotent (landing a drained queue, deriving what is derived: nothing happens), so a
+retry is always safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from celery.utils.time import get_exponential_backoff_interval
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections, transaction
+
+from agentgit_site.celery import app as celery_app
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When and how often a job is tried again (Celery's autoretry options, by meaning)."""
+
+    #: Transient failures: a lost connection, a deadlock victim, too many clients, a locked database.
+    on: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+    #: Tries after the first.
+    retries: int = 8
+    #: Exponential backoff: up to ``backoff_s × 2^n`` seconds before try n + 1 (full jitter) …
+    backoff_s: int = 1
+    #: … and never more than this.
+    backoff_max_s: int = 30
+
+    def countdown(self, retries_so_far: int) -> float:
+        """Seconds before the next try, as Celery computes it."""
+        return get_exponential_backoff_interval(self.backoff_s, retries_so_far, self.backoff_max_s, full_jitter=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    """After-commit work: the Celery task ``name`` that runs ``run`` on a worker, retried by ``retry``."""
+
+    name: str
+    run: Callable[..., object]
+    retry: Retry = Retry()
+
+
+def after_commit(job: Job, *args: object) -> None:
+    """Run ``job.run(*args)`` once the current transaction commits (at once outside one):
+    on the worker pool when there is a broker, else in this process; retried alike."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        transaction.on_commit(lambda: run_in_process(job, args))
+    else:
+        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args))
+
+
+def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
+    """Run the job here; on a transient failure, try again later on a timer thread (as a worker
+    would), up to the policy's retries, then log it: the next landing of the stream or the next
+    recovery finishes the work."""
+    try:
+        job.run(*args)
+        return
+    except job.retry.on:
+        if retries_so_far >= job.retry.retries:
+            logger.error("%s%r failed %d times; left to recovery", job.name, args, retries_so_far + 1, exc_info=True)
+            return
+        logger.warning("%s%r met a transient failure; retrying", job.name, args, exc_info=True)
+
+    def again() -> None:
+        try:
+            run_in_process(job, args, retries_so_far + 1)
+        except Exception:  # not transient: nobody is waiting on this thread to hear it
+            logger.exception("%s%r failed; left to recovery", job.name, args)
+        finally:
+            connections.close_all()  # this thread's own connections, opened by the job
+
+    timer = threading.Timer(job.retry.countdown(retries_so_far), again)
+    timer.daemon = True
+    timer.start()
