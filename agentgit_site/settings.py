@@ -11,6 +11,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from agentgit_site.secretfile import read_or_create_secret
+from engine.store import DEFAULT_TREE_CACHE_ENTRIES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,7 +43,7 @@ AGENTGIT: dict[str, Any] = {
     # One bare git repository per AgentGit repository.
     "REPOS_DIR": _DATA_DIR / "repos",
     # Parsed-tree cache of each repository's object store, in tree entries (~150 bytes each).
-    "TREE_CACHE_ENTRIES": _env_int("AGENTGIT_TREE_CACHE_ENTRIES", 500_000),
+    "TREE_CACHE_ENTRIES": _env_int("AGENTGIT_TREE_CACHE_ENTRIES", DEFAULT_TREE_CACHE_ENTRIES),
     # Who commits the merge changesets the server writes.
     "COMMITTER_NAME": os.environ.get("AGENTGIT_COMMITTER_NAME", "AgentGit"),
     "COMMITTER_EMAIL": os.environ.get("AGENTGIT_COMMITTER_EMAIL", "agentgit@localhost"),
@@ -93,6 +94,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # for this many tasks (a lost connection is retried: workers/tasks.py).
 CELERY_DB_REUSE_MAX = _env_int("AGENTGIT_DB_REUSE_MAX", 1000)
 CELERY_TASK_IGNORE_RESULT = True
+# beat's own bookkeeping (last run times) lives in the data directory, not where beat was started.
+CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
 }
