@@ -5,6 +5,7 @@
     ├── Unauthenticated unauthenticated no          no, unknown or revoked token
     ├── Forbidden       forbidden       no          the credential lacks the scope
     ├── NotFound        not_found       no          unknown repository, stream, proposal, object, path
+    ├── AlreadyExists   already_exists  no          a repository or stream name that is taken
     ├── Aborted         aborted         yes         the stream kept moving while integrating; retry
     ├── TooLarge        too_large       no          a body over the configured limit
     ├── RateLimited     rate_limited    yes         the credential's token bucket is empty
@@ -55,6 +56,10 @@ class Forbidden(ApiError):
 
 class NotFound(ApiError):
     code = "not_found"
+
+
+class AlreadyExists(ApiError):
+    code = "already_exists"
 
 
 class Aborted(ApiError):

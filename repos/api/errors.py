@@ -8,6 +8,7 @@ Every error the API answers has one JSON shape, ``{"error": {"code", "message", 
     unauthenticated  401     repos.errors.Unauthenticated; DRF NotAuthenticated / AuthenticationFailed
     forbidden        403     repos.errors.Forbidden; DRF / Django PermissionDenied
     not_found        404     repos.errors.NotFound; DRF NotFound; Django Http404; an unknown /api/ URL
+    already_exists   409     repos.errors.AlreadyExists (a repository or stream name that is taken)
     aborted          409     repos.errors.Aborted (retryable)
     too_large        413     repos.errors.TooLarge; Django RequestDataTooBig
     rate_limited     429     repos.errors.RateLimited; DRF Throttled (``Retry-After`` header, whole seconds)
@@ -54,6 +55,7 @@ STATUS = {
     "unauthenticated": 401,
     "forbidden": 403,
     "not_found": 404,
+    "already_exists": 409,
     "aborted": 409,
     "too_large": 413,
     "rate_limited": 429,

@@ -1,14 +1,19 @@
-"""What the API answers, as DRF serializers: they shape the JSON and document it in the schema.
-
-Request bodies are validated by the services (their messages and ``details`` are the contract);
-the request serializers here only document them for the OpenAPI schema.
+"""The API's JSON as DRF serializers: answers are shaped by them, request bodies are checked by
+them, and both are documented from them in the OpenAPI schema, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
+from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema_field, inline_serializer
 from rest_framework import serializers
+
+from . import schema
 
 # --- answers -------------------------------------------------------------------------------
 
@@ -198,6 +203,7 @@ class ErrorBodySerializer(serializers.Serializer):
             "unauthenticated",
             "forbidden",
             "not_found",
+            "already_exists",
             "aborted",
             "too_large",
             "rate_limited",
@@ -215,66 +221,211 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorBodySerializer()
 
 
-# --- request bodies (documentation only) ---------------------------------------------------
+# --- request bodies ------------------------------------------------------------------------
+# They validate what the schema says (types, required fields, patterns, lengths, no unknown
+# fields) and document it; the services then check what a schema cannot say (that a blob
+# exists, that operations agree, that a name is free).
 
-RepositoryCreate = inline_serializer("RepositoryCreate", {"name": serializers.CharField()})
 
-StreamCreate = inline_serializer(
-    "StreamCreate",
-    {
-        "name": serializers.CharField(help_text="Segments of [A-Za-z0-9._-] separated by '/'."),
-        "from": serializers.CharField(required=False, allow_null=True, help_text="A revision; omitted or null: empty."),
-    },
+class Text(serializers.CharField):
+    """A JSON string as it was sent: a number is not turned into text and nothing is trimmed.
+
+    NUL is not refused here: inline content may hold it, and paths and names are refused by
+    their patterns.
+    """
+
+    default_error_messages = {"invalid": "Not a string."}
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Choice(serializers.ChoiceField):
+    """One of the given strings, and only a string (DRF would take the number 100644 for "100644")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)
+
+
+class Patterned(Text):
+    """A string the schema describes as ``schema`` (repos/api/schema.py), checked the same way."""
+
+    def __init__(self, schema: dict, **kwargs) -> None:
+        kwargs.setdefault("help_text", schema.get("description"))
+        super().__init__(**kwargs)
+        self.schema = schema
+        self._whole = re.compile(schema["pattern"].replace("$", r"\Z")) if "pattern" in schema else None
+        forbidden = schema.get("not", {}).get("pattern")
+        self._forbidden = re.compile(forbidden.replace("$", r"\Z")) if forbidden else None
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        fits = self._whole is None or self._whole.match(value)
+        if not fits or (self._forbidden is not None and self._forbidden.search(value)):
+            raise serializers.ValidationError(f"not valid: {self.schema['description']}")
+        return value
+
+
+class PatternedExtension(OpenApiSerializerFieldExtension):
+    """A :class:`Patterned` field's schema is its ``schema``, nullable if it allows null."""
+
+    target_class = Patterned
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        described = {**field.schema, "description": field.help_text or field.schema.get("description", "")}
+        return {**described, "nullable": True} if field.allow_null else described
+
+
+class Body(serializers.Serializer):
+    """A request body: exactly the declared fields (``additionalProperties: false``); a field
+    not declared is refused with 400 ``invalid`` naming it."""
+
+    #: Fields clients send by mistake, and what to do instead.
+    hints: dict[str, str] = {}
+
+    def to_internal_value(self, data):
+        errors: dict = {}
+        if isinstance(data, Mapping):
+            for name in sorted(set(data) - set(self.fields)):
+                errors[name] = [self.hints.get(name, "unknown field")]
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if not isinstance(error.detail, dict):
+                raise
+            errors = {**error.detail, **errors}
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+class BodyExtension(OpenApiSerializerExtension):
+    target_class = Body
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
+
+
+class RepositoryCreate(Body):
+    """A new repository."""
+
+    name = Patterned(schema.REPOSITORY_NAME)
+
+
+class StreamCreate(Body):
+    """A new stream, empty or at a revision."""
+
+    name = Patterned(schema.STREAM_NAME)
+    # "from" is a Python keyword: declared below.
+
+
+StreamCreate._declared_fields["from"] = Patterned(
+    schema.REVISION, required=False, allow_null=True, help_text="A revision; omitted or null: the stream starts empty."
 )
 
-BlobBatch = inline_serializer(
-    "BlobBatch",
-    {
-        "blobs": serializers.ListField(
-            child=inline_serializer(
-                "BlobBatchItem",
-                {
-                    "data": serializers.CharField(help_text="The blob's bytes, base64 (standard alphabet)."),
-                    "id": serializers.CharField(required=False, help_text="If given, the bytes must hash to it."),
-                },
-            )
-        )
-    },
-)
 
-ChangesetOperation = inline_serializer(
-    "ChangesetOperation",
-    {
-        "op": serializers.ChoiceField(choices=["write", "delete", "rename"]),
-        "path": serializers.CharField(required=False, help_text="write, delete"),
-        "blob": serializers.CharField(required=False, help_text="write: an uploaded blob id …"),
-        "content": serializers.CharField(required=False, help_text="write: … or inline UTF-8 text"),
-        "mode": serializers.ChoiceField(choices=["100644", "100755", "120000"], required=False),
-        "from": serializers.CharField(required=False, help_text="rename"),
-        "to": serializers.CharField(required=False, help_text="rename"),
-    },
-)
+class BlobBatchItem(Body):
+    """One blob of a batch."""
 
-ChangesetCreate = inline_serializer(
-    "ChangesetCreate",
-    {
-        "parent": serializers.CharField(allow_null=True, help_text="A revision, or null for a root changeset."),
-        "message": serializers.CharField(required=False, allow_blank=True),
-        "operations": serializers.ListField(child=ChangesetOperation),
-        "provenance": serializers.DictField(required=False, help_text='{"agent", "task", …}'),
-    },
-)
+    data = Patterned(schema.BASE64, allow_blank=True, help_text="The blob's bytes, base64 (standard alphabet).")
+    id = Patterned(schema.OBJECT_ID, required=False, help_text="If given, the bytes must hash to it (else 400).")
 
-ProposalCreate = inline_serializer(
-    "ProposalCreate",
-    {
-        "stream": serializers.CharField(),
-        "head": serializers.CharField(help_text="A revision: the changeset to land."),
-        "title": serializers.CharField(required=False, allow_blank=True),
-    },
-)
 
-EmptyBody = inline_serializer("IntegrateRequest", {})
+class BlobBatch(Body):
+    """Blobs to store at once."""
+
+    blobs = serializers.ListField(child=BlobBatchItem())
+
+
+class WriteOperation(Body):
+    """Write a file: from an uploaded blob or from inline text (exactly one of the two)."""
+
+    op = Choice(choices=["write"])
+    path = Patterned(schema.REPOSITORY_PATH)
+    blob = Patterned(schema.OBJECT_ID, required=False, help_text="An uploaded blob's id, or else `content`.")
+    content = Text(required=False, allow_blank=True, help_text="Inline UTF-8 text, or else `blob`.")
+    mode = Choice(choices=["100644", "100755", "120000"], required=False, help_text="Default 100644.")
+
+
+class DeleteOperation(Body):
+    """Delete a file."""
+
+    op = Choice(choices=["delete"])
+    path = Patterned(schema.REPOSITORY_PATH)
+
+
+class RenameOperation(Body):
+    """Move a file from one path to another."""
+
+    op = Choice(choices=["rename"])
+
+
+RenameOperation._declared_fields["from"] = Patterned(schema.REPOSITORY_PATH)
+RenameOperation._declared_fields["to"] = Patterned(schema.REPOSITORY_PATH)
+
+OPERATIONS = {"write": WriteOperation, "delete": DeleteOperation, "rename": RenameOperation}
+
+
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="ChangesetOperation", serializers=OPERATIONS, resource_type_field_name="op"
+    )
+)
+class OperationField(serializers.Field):
+    """One changeset operation, checked by the serializer its ``op`` names."""
+
+    default_error_messages = {"invalid": "An operation is an object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            self.fail("invalid")
+        kind = data.get("op")
+        body = OPERATIONS.get(kind) if isinstance(kind, str) else None
+        if body is None:
+            raise serializers.ValidationError({"op": [f"unknown op {kind!r}: use write, delete or rename"]})
+        checked = body(data=data)
+        checked.is_valid(raise_exception=True)
+        return dict(checked.validated_data)
+
+    def to_representation(self, value):
+        return value
+
+
+class ChangesetCreate(Body):
+    """A new changeset: its parent, message, operations and provenance."""
+
+    hints = {"parents": "several parents are not supported yet: name the one parent as 'parent'"}
+
+    parent = Patterned(schema.REVISION, allow_null=True, help_text="A revision, or null for a root changeset.")
+    message = Text(required=False, allow_blank=True)
+    operations = serializers.ListField(child=OperationField())
+    provenance = serializers.DictField(required=False, allow_null=True, help_text='{"agent", "task", ...}')
+
+
+class ProposalCreate(Body):
+    """A proposal to land a changeset on a stream."""
+
+    stream = Text()
+    head = Patterned(schema.REVISION, help_text="A revision: the changeset to land.")
+    title = Text(required=False, allow_blank=True, max_length=300)
+
+
+class Integrate(Body):
+    """Empty: integrating takes no options in the body (``{}``)."""
+
 
 # --- shared schema helpers -----------------------------------------------------------------
 
@@ -283,7 +434,7 @@ _ERROR_TEXT = {
     401: "unauthenticated",
     403: "forbidden",
     404: "not_found",
-    409: "aborted (retryable)",
+    409: "already_exists, or aborted (retryable)",
     413: "too_large",
     429: "rate_limited (retryable; `retry_after_ms` and `Retry-After` say when)",
     503: "unavailable (retryable)",

@@ -9,37 +9,49 @@ from django.db import IntegrityError, transaction
 from engine.errors import EngineError
 from engine.objects import check_object_id, is_object_id
 
-from ..errors import Invalid, NotFound, from_engine
+from ..errors import AlreadyExists, Invalid, NotFound, from_engine
 from ..lookups import Lookup
 from ..models import Repository, Stream
 from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
 from .stores import store_for
 
-# Repository names become a directory and a URL segment (/git/{name}.git).
-_REPOSITORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-# Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
-# to a safe alphabet.
-_STREAM_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+# A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
+# ``PATTERN`` and no part of it matches the ``FORBIDDEN`` one.
+
+#: Repository names become a directory and a URL segment (/git/{name}.git).
+REPOSITORY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+REPOSITORY_NAME_FORBIDDEN = r"\.\.|\.git$"
+#: Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
+#: to a safe alphabet.
+STREAM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*$"
+STREAM_NAME_FORBIDDEN = r"\.\.|\.lock(?:/|$)"
+STREAM_NAME_MAX_LENGTH = 200
+
+
+def _matcher(pattern: str, forbidden: str):
+    # ``$`` in a schema pattern is the end of the text (ECMA-262); in Python it is ``\Z``.
+    whole, part = re.compile(pattern.replace("$", r"\Z")), re.compile(forbidden.replace("$", r"\Z"))
+    return lambda name: isinstance(name, str) and whole.match(name) is not None and part.search(name) is None
+
+
+_is_repository_name = _matcher(REPOSITORY_NAME_PATTERN, REPOSITORY_NAME_FORBIDDEN)
+_is_stream_name = _matcher(STREAM_NAME_PATTERN, STREAM_NAME_FORBIDDEN)
 
 
 def check_repository_name(name: object) -> str:
-    if not isinstance(name, str) or not _REPOSITORY_NAME.match(name) or name.endswith(".git") or ".." in name:
+    if not _is_repository_name(name):
         raise Invalid(
             "a repository name is 1-100 letters, digits, '.', '_' or '-', starts with a letter or digit, "
-            f"and does not end in '.git': {name!r}"
+            f"has no '..' and does not end in '.git': {name!r}"
         )
     return name
 
 
 def check_stream_name(name: object) -> str:
-    ok = isinstance(name, str) and 0 < len(name) <= 200
-    if ok:
-        segments = name.split("/")
-        ok = all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in segments) and ".." not in name
-    if not ok:
+    if not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
         raise Invalid(
-            "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
-            f"(no '..', no segment ending in '.lock'): {name!r}"
+            "a stream name is at most 200 characters: segments of letters, digits, '.', '_' or '-' separated "
+            f"by '/', each starting with a letter, digit or '_' (no '..', no segment ending in '.lock'): {name!r}"
         )
     return name
 
@@ -55,7 +67,7 @@ def create_repository(name: str) -> Repository:
             append_event(repository, REPOSITORY_CREATED, {"name": name})
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
     except IntegrityError:
-        raise Invalid(f"a repository named {name!r} already exists") from None
+        raise AlreadyExists(f"a repository named {name!r} already exists") from None
     return repository
 
 
@@ -69,7 +81,8 @@ _BY_NAME = Lookup(Repository, "name")
 
 
 def get_repository(name: str) -> Repository:
-    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    # NUL never is in a name, and PostgreSQL refuses it in a query parameter.
+    found = _BY_NAME.get(name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no repository named {name!r}")
     return found[0]
@@ -79,7 +92,7 @@ _STREAM_BY_NAME = Lookup(Stream, "repository", "name")
 
 
 def get_stream(repository: Repository, name: str) -> Stream:
-    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) else None
+    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no stream named {name!r} in {repository.name}")
     return found[0]
@@ -94,7 +107,7 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
             stream = Stream.objects.create(repository=repository, name=name, head=head)
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
-        raise Invalid(f"a stream named {name!r} already exists in {repository.name}") from None
+        raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
     return stream
 
 
