@@ -127,8 +127,16 @@ class EventsView(ApiView):
 
 
 def resume_point(request) -> int:
-    """The last event id the client has: ``Last-Event-ID`` or ``?after=``; 0 when neither."""
-    raw = request.headers.get("Last-Event-ID") or request.query_params.get("after") or "0"
+    """The last event id the client has: ``Last-Event-ID`` (it wins) or ``?after=``; 0 when
+    neither. Both are checked when both are sent."""
+    header = _event_id(request.headers.get("Last-Event-ID"))
+    query = _event_id(request.query_params.get("after"))
+    return header if header is not None else query or 0
+
+
+def _event_id(raw: str | None) -> int | None:
+    if raw in (None, ""):
+        return None
     try:
         after = int(raw)
     except ValueError:

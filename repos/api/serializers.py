@@ -73,6 +73,10 @@ class ConflictSerializer(serializers.Serializer):
     old_path = serializers.CharField(required=False)
 
 
+#: The schema of a text answer that may be null.
+NULLABLE_TEXT = serializers.CharField(allow_null=True)
+
+
 class ProposalSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     stream = serializers.CharField(source="stream.name")
@@ -87,19 +91,19 @@ class ProposalSerializer(serializers.Serializer):
     created = serializers.DateTimeField()
     updated = serializers.DateTimeField()
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_outcome(self, proposal) -> str | None:
         return proposal.outcome or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_changeset(self, proposal) -> str | None:
         return proposal.result_changeset or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_stream_head(self, proposal) -> str | None:
         return proposal.result_head or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_author(self, proposal) -> str | None:
         credential = proposal.author
         return credential.user.get_username() if credential is not None else None

@@ -166,7 +166,7 @@ class TreeView(ApiView):
     def get(self, request, repo, rev):
         """The entries of a directory at a revision."""
         path = request.query_params.get("path") or ""
-        return Response({"path": path.strip("/"), "entries": reads.tree(repository(repo), rev, path)})
+        return Response({"path": path, "entries": reads.tree(repository(repo), rev, path)})
 
 
 @extend_schema(tags=["content"])

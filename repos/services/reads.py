@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine import history
-from engine.errors import EngineError
+from engine.errors import EngineError, WrongObjectType
 from engine.objects import MODE_TREE, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
 from engine.trees import lookup, subtree
@@ -28,9 +28,11 @@ def tree(repository: Repository, rev: str, path: str | None = None) -> list[dict
     """The entries of the directory at ``path`` (the root when empty) in the changeset ``rev``."""
     store = store_for(repository.name)
     commit = store.read_commit(resolve_rev(repository, rev))
-    prefix = path.strip("/") if path else ""
+    prefix = path or ""
     try:
         entries = subtree(store, commit.tree, prefix or None)
+    except WrongObjectType:
+        raise NotFound(f"{prefix!r} is a file, not a directory, at {rev}") from None
     except EngineError as error:
         raise from_engine(error) from None
     base = prefix + "/" if prefix else ""
@@ -57,7 +59,7 @@ def read_file(repository: Repository, rev: str, path: str) -> bytes:
     if entry is None:
         raise NotFound(f"no file {path!r} at {rev}")
     if entry.mode == MODE_TREE:
-        raise Invalid(f"{path!r} is a directory; list it with the tree endpoint")
+        raise NotFound(f"{path!r} is a directory, not a file, at {rev}: list it with the tree endpoint")
     return store.read_blob(entry.id)
 
 
@@ -108,6 +110,8 @@ def blame(repository: Repository, rev: str, path: str) -> list[dict]:
     index = derived.path_index(repository, store)
     try:
         lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
+    except WrongObjectType:
+        raise NotFound(f"{path!r} is not a file at {rev}") from None
     except EngineError as error:
         raise from_engine(error) from None
     return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]

@@ -6,7 +6,7 @@ import re
 
 from django.db import IntegrityError, transaction
 
-from engine.errors import EngineError
+from engine.errors import EngineError, WrongObjectType
 from engine.objects import check_object_id, is_object_id
 
 from ..errors import AlreadyExists, Invalid, NotFound, from_engine
@@ -116,6 +116,8 @@ def resolve_rev(repository: Repository, rev: str) -> str:
     if is_object_id(rev):
         try:
             store_for(repository.name).read_commit(check_object_id(rev))
+        except WrongObjectType:
+            raise NotFound(f"{rev} is not a changeset in {repository.name}") from None
         except EngineError as error:
             raise from_engine(error) from None
         return rev
