@@ -129,13 +129,15 @@ class EventsView(ApiView):
 def resume_point(request) -> int:
     """The last event id the client has: ``Last-Event-ID`` (it wins) or ``?after=``; 0 when
     neither. Both are checked when both are sent."""
-    header = _event_id(request.headers.get("Last-Event-ID"))
-    query = _event_id(request.query_params.get("after"))
+    header = _event_id(request.headers.get("Last-Event-ID"), empty_is_absent=False)
+    query = _event_id(request.query_params.get("after"), empty_is_absent=True)
     return header if header is not None else query or 0
 
 
-def _event_id(raw: str | None) -> int | None:
-    if raw in (None, ""):
+def _event_id(raw: str | None, *, empty_is_absent: bool) -> int | None:
+    # ``?after=`` sent empty is not sent (as every optional query parameter); an empty
+    # Last-Event-ID is malformed (EventSource sends the header only when it has an id).
+    if raw is None or (raw == "" and empty_is_absent):
         return None
     try:
         after = int(raw)
