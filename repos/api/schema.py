@@ -95,8 +95,18 @@ LINKS = [
     ("repos_create", "201", "repos_retrieve", {"repo": "$response.body#/name"}),
     ("repos_create", "201", "repos_streams_list", {"repo": "$response.body#/name"}),
     ("repos_create", "201", "repos_blobs_create", {"repo": "$response.body#/name"}),
-    ("repos_streams_create", "201", "repos_streams_retrieve", {"repo": "$request.path.repo", "stream": "$response.body#/name"}),
-    ("repos_blobs_create", "201", "repos_blobs_retrieve", {"repo": "$request.path.repo", "blob_id": "$response.body#/id"}),
+    (
+        "repos_streams_create",
+        "201",
+        "repos_streams_retrieve",
+        {"repo": "$request.path.repo", "stream": "$response.body#/name"},
+    ),
+    (
+        "repos_blobs_create",
+        "201",
+        "repos_blobs_retrieve",
+        {"repo": "$request.path.repo", "blob_id": "$response.body#/id"},
+    ),
     (
         "repos_changesets_create",
         "201",

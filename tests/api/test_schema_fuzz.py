@@ -69,7 +69,7 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
     }
 
 
-def config(values: dict[str, list]) -> str:
+def config(values: dict[str, list], cache: Path) -> str:
     """The run's schemathesis.toml: the checks, the phases, and where known values go."""
     lines = [
         f"seed = {SEED}" if SEED.isdigit() else "",
@@ -77,6 +77,9 @@ def config(values: dict[str, list]) -> str:
         # One worker: with two threads, Hypothesis's ast.parse of a filter's lambda hits CPython
         # 3.11.7's "AST constructor recursion depth mismatch" (fixed in later 3.11 releases).
         "workers = 1",
+        # Its cache (what `st replay ID` replays) in the test's directory, not the work tree.
+        "[cache]",
+        f"directory = {json.dumps(str(cache))}",
         "[generation]",
         f"max-examples = {MAX_EXAMPLES}",
         "[phases.stateful]",
@@ -149,7 +152,7 @@ def run_schemathesis(server: Deployment, tmp_path: Path) -> tuple[subprocess.Com
     with ApiClient(server.url, server.token) as api:
         values = seed_repository(api)
     config_file = tmp_path / "schemathesis.toml"
-    config_file.write_text(config(values))
+    config_file.write_text(config(values, tmp_path / "schemathesis-cache"))
     argv = [
         sys.executable, "-m", "schemathesis.cli", "--config-file", str(config_file), "--no-color",
         "run", f"{server.url}/api/v1/schema?format=json", "--url", server.url,
