@@ -89,53 +89,23 @@ BLOB_ID = OpenApiParameter("blob_id", OBJECT_ID, location=OpenApiParameter.PATH,
 
 #: OpenAPI links: what an answer's ids let a client (or the schemathesis run's stateful phase)
 #: call next. Each target's 404 can only mean that the linked resource is gone, so a 404 there
-#: is a real fault (schemathesis checks that a resource just created is found).
-#: Source operation, status, target operation, target parameters (runtime expressions).
+#: is a real fault (schemathesis checks that a resource just created is found). Source
+#: operation, its statuses, target operation, target parameters as runtime expressions (``repo``
+#: is the source's own unless given).
 LINKS = [
-    ("repos_create", "201", "repos_retrieve", {"repo": "$response.body#/name"}),
-    ("repos_create", "201", "repos_streams_list", {"repo": "$response.body#/name"}),
-    ("repos_create", "201", "repos_blobs_create", {"repo": "$response.body#/name"}),
-    (
-        "repos_streams_create",
-        "201",
-        "repos_streams_retrieve",
-        {"repo": "$request.path.repo", "stream": "$response.body#/name"},
-    ),
-    (
-        "repos_blobs_create",
-        "201",
-        "repos_blobs_retrieve",
-        {"repo": "$request.path.repo", "blob_id": "$response.body#/id"},
-    ),
-    (
-        "repos_changesets_create",
-        "201",
-        "repos_changesets_retrieve",
-        {"repo": "$request.path.repo", "changeset_id": "$response.body#/id"},
-    ),
-    (
-        "repos_proposals_create",
-        "201",
-        "repos_proposals_retrieve",
-        {"repo": "$request.path.repo", "proposal_id": "$response.body#/id"},
-    ),
-    (
-        "repos_proposals_create",
-        "201",
-        "repos_proposals_integrate_create",
-        {"repo": "$request.path.repo", "proposal_id": "$response.body#/id"},
-    ),
+    ("repos_create", ("201",), "repos_retrieve", {"repo": "$response.body#/name"}),
+    ("repos_create", ("201",), "repos_streams_list", {"repo": "$response.body#/name"}),
+    ("repos_create", ("201",), "repos_blobs_create", {"repo": "$response.body#/name"}),
+    ("repos_streams_create", ("201",), "repos_streams_retrieve", {"stream": "$response.body#/name"}),
+    ("repos_blobs_create", ("201",), "repos_blobs_retrieve", {"blob_id": "$response.body#/id"}),
+    ("repos_changesets_create", ("201",), "repos_changesets_retrieve", {"changeset_id": "$response.body#/id"}),
+    ("repos_proposals_create", ("201",), "repos_proposals_retrieve", {"proposal_id": "$response.body#/id"}),
+    ("repos_proposals_create", ("201",), "repos_proposals_integrate_create", {"proposal_id": "$response.body#/id"}),
     (
         "repos_proposals_integrate_create",
-        "200",
+        ("200", "202"),
         "repos_operations_retrieve",
-        {"repo": "$request.path.repo", "operation_id": "$response.body#/operation"},
-    ),
-    (
-        "repos_proposals_integrate_create",
-        "202",
-        "repos_operations_retrieve",
-        {"repo": "$request.path.repo", "operation_id": "$response.body#/operation"},
+        {"operation_id": "$response.body#/operation"},
     ),
 ]
 
@@ -155,9 +125,10 @@ def postprocess(result: dict, generator, request, public) -> dict:
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "query" and not parameter.get("required"):
                     parameter["allowEmptyValue"] = True
-    for source, status, target, parameters in LINKS:
+    for source, statuses, target, parameters in LINKS:
         if source not in operations or target not in operations:
             continue  # an operation left out of this document (public=False views)
-        response = operations[source]["responses"][status]
-        response.setdefault("links", {})[target] = {"operationId": target, "parameters": parameters}
+        for status in statuses:
+            link = {"operationId": target, "parameters": {"repo": "$request.path.repo", **parameters}}
+            operations[source]["responses"][status].setdefault("links", {})[target] = link
     return result
