@@ -34,6 +34,9 @@ class TokenBasicScheme(OpenApiAuthenticationExtension):
 # holds the two together): a ``pattern``, and under ``not`` what no part of the string may match.
 # Patterns are ECMA-262, as JSON Schema's are: ``$`` is the end of the text.
 
+#: Text stored in the database: PostgreSQL refuses NUL in text.
+TEXT = {"type": "string", "pattern": r"^[^\x00]*$", "description": "Text without NUL."}
+
 OBJECT_ID = {"type": "string", "pattern": "^[0-9a-f]{40}$", "description": "A 40-hex git object id (lowercase)."}
 
 #: A repository path as the engine checks it (engine.objects.split_path): segments separated by
@@ -110,12 +113,29 @@ LINKS = [
 ]
 
 
+_BLANK = {"type": "string", "maxLength": 0}
+
+
+def _blank_any_of(node: object) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("oneOf"), list) and _BLANK in node["oneOf"]:
+            node["anyOf"] = node.pop("oneOf")
+        for value in node.values():
+            _blank_any_of(value)
+    elif isinstance(node, list):
+        for value in node:
+            _blank_any_of(value)
+
+
 def postprocess(result: dict, generator, request, public) -> dict:
     """drf-spectacular's last step (``POSTPROCESSING_HOOKS``): what the views cannot declare.
 
     Every optional query parameter says ``allowEmptyValue``: the server takes ``?name=`` as if
-    the parameter was not sent (repos/api/base.py). And responses get their :data:`LINKS`.
+    the parameter was not sent (repos/api/base.py). Responses get their :data:`LINKS`. And a
+    blank-or-patterned string is ``anyOf`` rather than drf-spectacular's ``oneOf``: an empty
+    string that the pattern admits too matches both, which ``oneOf`` would refuse.
     """
+    _blank_any_of(result)
     operations = {}
     for item in result.get("paths", {}).values():
         for operation in item.values():

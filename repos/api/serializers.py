@@ -414,9 +414,27 @@ class ChangesetCreate(Body):
     hints = {"parents": "several parents are not supported yet: name the one parent as 'parent'"}
 
     parent = Patterned(schema.REVISION, allow_null=True, help_text="A revision, or null for a root changeset.")
-    message = Text(required=False, allow_blank=True)
+    message = Patterned(schema.TEXT, required=False, allow_blank=True, help_text="The commit message (no NUL).")
     operations = serializers.ListField(child=OperationField())
-    provenance = serializers.DictField(required=False, allow_null=True, help_text='{"agent", "task", ...}')
+    provenance = serializers.DictField(
+        required=False, allow_null=True, help_text='{"agent", "task", ...}: any JSON object whose text holds no NUL.'
+    )
+
+    def validate_provenance(self, value):
+        if value is not None and _holds_nul(value):
+            raise serializers.ValidationError("text in provenance must not hold NUL")
+        return value
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a JSON value has NUL in any of its strings, keys included (PostgreSQL's jsonb refuses it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 class ProposalCreate(Body):
@@ -424,7 +442,9 @@ class ProposalCreate(Body):
 
     stream = Text()
     head = Patterned(schema.REVISION, help_text="A revision: the changeset to land.")
-    title = Text(required=False, allow_blank=True, max_length=300)
+    title = Patterned(
+        schema.TEXT, required=False, allow_blank=True, max_length=300, help_text="At most 300 characters."
+    )
 
 
 class Integrate(Body):

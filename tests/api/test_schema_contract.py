@@ -98,6 +98,23 @@ def test_numbers_are_not_taken_for_strings(api):
     assert fields(body) == ["operations.0.mode"]
 
 
+@pytest.mark.parametrize(
+    "suffix, body, field",
+    [
+        ("/changesets", {"parent": None, "operations": [WRITE], "message": "a\x00b"}, "message"),
+        ("/changesets", {"parent": None, "operations": [WRITE], "provenance": {"task": ["\x00"]}}, "provenance"),
+        ("/proposals", {"stream": "main", "head": "main", "title": "\x00"}, "title"),
+    ],
+)
+def test_text_the_database_keeps_holds_no_nul(api, suffix, body, field):
+    api.land(api.write(None, {"f.txt": "f\n"}))
+
+    refused = error(api.post(suffix, body), 400, "invalid")  # PostgreSQL would refuse it with a 500
+
+    assert fields(refused) == [field]
+    assert Changeset.objects.count() == 1 and Proposal.objects.count() == 1
+
+
 def test_inline_content_is_kept_byte_for_byte(api):
     text = "  padded \x00 and NUL\n"
     head = api.write(None, {"f.txt": text})
