@@ -85,6 +85,13 @@ REV = OpenApiParameter("rev", REVISION, location=OpenApiParameter.PATH, descript
 FILE_PATH = OpenApiParameter(
     "path", REPOSITORY_PATH, location=OpenApiParameter.PATH, description="The file's path in the repository."
 )
+
+
+def id_parameter(name: str) -> OpenApiParameter:
+    """A numeric id in the URL (a proposal's, an operation's); anything else is not found (404)."""
+    return OpenApiParameter(name, {"type": "integer", "minimum": 1}, location=OpenApiParameter.PATH)
+
+
 BLOB_ID = OpenApiParameter("blob_id", OBJECT_ID, location=OpenApiParameter.PATH, description="The blob's id.")
 
 

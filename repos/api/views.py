@@ -16,14 +16,10 @@ from ..services import integration, proposals, repositories
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
+from .schema import id_parameter
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
-
-
-def id_parameter(name: str) -> OpenApiParameter:
-    """A numeric id in the URL; anything else is simply not found (404)."""
-    return OpenApiParameter(name, {"type": "integer", "minimum": 1}, location=OpenApiParameter.PATH)
 
 
 @extend_schema(tags=["repositories"])
