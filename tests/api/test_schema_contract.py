@@ -186,7 +186,9 @@ def test_the_path_pattern_is_the_engine_check(path):
 
 @patterns
 @given(st.text(alphabet=st.sampled_from("QUJD+/=a_-"), max_size=10))
-def test_the_base64_pattern_is_what_the_server_decodes(text):
+def test_every_string_of_the_base64_pattern_decodes(text):
+    # The serializer checks the pattern first, so the server takes exactly the pattern's strings;
+    # Python's decoder alone takes a few more (surplus padding: "DDDD=").
     pattern = re.compile(schema.BASE64["pattern"].replace("$", r"\Z"))
     try:
         base64.b64decode(text, validate=True)
@@ -194,7 +196,7 @@ def test_the_base64_pattern_is_what_the_server_decodes(text):
     except (binascii.Error, ValueError):
         decodes = False
 
-    assert decodes == bool(pattern.match(text))
+    assert decodes or not pattern.match(text)
 
 
 @patterns
