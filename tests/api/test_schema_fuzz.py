@@ -1,7 +1,7 @@
 """The served OpenAPI schema against a real server: schemathesis generates requests from
 /api/v1/schema and fails on any 5xx and on any answer the schema does not describe.
 
-The server is ``uvicorn`` on a fresh data directory (the harness in repos/benchmarks/deployment.py).
+The server is ``uvicorn`` on a fresh data directory (the harness in tests/deployment.py).
 Before the run, a repository ``fuzz`` gets changesets, a landed proposal, an open one, a stream and
 blobs, and their ids go into schemathesis dictionaries, so most generated requests name things that
 exist and get past 404. Every check runs (``--checks all``: server errors, status codes, content
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from repos.benchmarks.deployment import BASE_DIR, ApiClient, Deployment
+from tests.deployment import BASE_DIR, ApiClient, Deployment
 
 MAX_EXAMPLES = int(os.environ.get("AGENTGIT_FUZZ_EXAMPLES", "10"))
 SEED = os.environ.get("AGENTGIT_FUZZ_SEED", "20261201")
