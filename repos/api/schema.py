@@ -7,6 +7,8 @@ any schema is generated), the patterns of the strings the server checks, and
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 
@@ -35,20 +37,24 @@ class TokenBasicScheme(OpenApiAuthenticationExtension):
 # Patterns are ECMA-262, as JSON Schema's are: ``$`` is the end of the text.
 
 #: Text stored in the database: PostgreSQL refuses NUL in text.
-TEXT = {"type": "string", "pattern": r"^[^\x00]*$", "description": "Text without NUL."}
+TEXT: dict[str, Any] = {"type": "string", "pattern": r"^[^\x00]*$", "description": "Text without NUL."}
 
-OBJECT_ID = {"type": "string", "pattern": "^[0-9a-f]{40}$", "description": "A 40-hex git object id (lowercase)."}
+OBJECT_ID: dict[str, Any] = {
+    "type": "string",
+    "pattern": "^[0-9a-f]{40}$",
+    "description": "A 40-hex git object id (lowercase).",
+}
 
 #: A repository path as the engine checks it (engine.objects.split_path): segments separated by
 #: '/', none empty, '.', '..' or '.git' (any case), no NUL, no backslash.
-REPOSITORY_PATH = {
+REPOSITORY_PATH: dict[str, Any] = {
     "type": "string",
     "pattern": r"^[^/\\\x00]+(?:/[^/\\\x00]+)*$",
     "not": {"pattern": r"(?:^|/)(?:\.\.?|\.[gG][iI][tT])(?:/|$)"},
     "description": "Segments separated by '/': none empty, '.', '..' or '.git'; no NUL, no backslash.",
 }
 
-REPOSITORY_NAME = {
+REPOSITORY_NAME: dict[str, Any] = {
     "type": "string",
     "pattern": repositories.REPOSITORY_NAME_PATTERN,
     "not": {"pattern": repositories.REPOSITORY_NAME_FORBIDDEN},
@@ -56,7 +62,7 @@ REPOSITORY_NAME = {
     "not ending in '.git'.",
 }
 
-STREAM_NAME = {
+STREAM_NAME: dict[str, Any] = {
     "type": "string",
     "maxLength": repositories.STREAM_NAME_MAX_LENGTH,
     "pattern": repositories.STREAM_NAME_PATTERN,
@@ -65,14 +71,14 @@ STREAM_NAME = {
     "letter, digit or '_'; no '..', no segment ending in '.lock'; at most 200 characters.",
 }
 
-REVISION = {
+REVISION: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "description": "A changeset id (40 hex) or a stream name (its head).",
 }
 
 #: Standard base64 (RFC 4648, with padding), as Python's ``b64decode(validate=True)`` takes it.
-BASE64 = {
+BASE64: dict[str, Any] = {
     "type": "string",
     "pattern": r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
     "description": "Bytes as standard base64, padded.",

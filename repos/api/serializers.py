@@ -344,7 +344,9 @@ StreamCreate._declared_fields["from"] = Patterned(
 class BlobBatchItem(Body):
     """One blob of a batch."""
 
-    data = Patterned(schema.BASE64, allow_blank=True, help_text="The blob's bytes, base64 (standard alphabet).")
+    data = Patterned(  # type: ignore[assignment]  # the metaclass takes fields out of the class
+        schema.BASE64, allow_blank=True, help_text="The blob's bytes, base64 (standard alphabet)."
+    )
     id = Patterned(schema.OBJECT_ID, required=False, help_text="If given, the bytes must hash to it (else 400).")
 
 
@@ -380,16 +382,19 @@ class RenameOperation(Body):
 RenameOperation._declared_fields["from"] = Patterned(schema.REPOSITORY_PATH)
 RenameOperation._declared_fields["to"] = Patterned(schema.REPOSITORY_PATH)
 
-OPERATIONS = {"write": WriteOperation, "delete": DeleteOperation, "rename": RenameOperation}
+OPERATIONS: dict[str, type[Body]] = {
+    "write": WriteOperation,
+    "delete": DeleteOperation,
+    "rename": RenameOperation,
+}
+_BY_OP: dict[str, serializers.Serializer | type[serializers.Serializer]] = dict(OPERATIONS)  # the schema's mapping
 #: One instance of each, shared: a serializer copies its fields when it is made, which costs
 #: more than checking an operation, and checking leaves nothing behind on the instance.
 _OPERATION_CHECKS = {kind: body() for kind, body in OPERATIONS.items()}
 
 
 @extend_schema_field(
-    PolymorphicProxySerializer(
-        component_name="ChangesetOperation", serializers=OPERATIONS, resource_type_field_name="op"
-    )
+    PolymorphicProxySerializer(component_name="ChangesetOperation", serializers=_BY_OP, resource_type_field_name="op")
 )
 class OperationField(serializers.Field):
     """One changeset operation, checked by the serializer its ``op`` names."""
@@ -414,7 +419,9 @@ class ChangesetCreate(Body):
 
     hints = {"parents": "several parents are not supported yet: name the one parent as 'parent'"}
 
-    parent = Patterned(schema.REVISION, allow_null=True, help_text="A revision, or null for a root changeset.")
+    parent = Patterned(  # type: ignore[assignment]  # the metaclass takes fields out of the class
+        schema.REVISION, allow_null=True, help_text="A revision, or null for a root changeset."
+    )
     message = Patterned(schema.TEXT, required=False, allow_blank=True, help_text="The commit message (no NUL).")
     operations = serializers.ListField(child=OperationField())
     provenance = serializers.DictField(

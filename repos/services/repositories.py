@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
 
@@ -28,10 +29,10 @@ STREAM_NAME_FORBIDDEN = r"\.\.|\.lock(?:/|$)"
 STREAM_NAME_MAX_LENGTH = 200
 
 
-def _matcher(pattern: str, forbidden: str):
+def _matcher(pattern: str, forbidden: str) -> Callable[[str], bool]:
     # ``$`` in a schema pattern is the end of the text (ECMA-262); in Python it is ``\Z``.
     whole, part = re.compile(pattern.replace("$", r"\Z")), re.compile(forbidden.replace("$", r"\Z"))
-    return lambda name: isinstance(name, str) and whole.match(name) is not None and part.search(name) is None
+    return lambda name: whole.match(name) is not None and part.search(name) is None
 
 
 _is_repository_name = _matcher(REPOSITORY_NAME_PATTERN, REPOSITORY_NAME_FORBIDDEN)
@@ -39,7 +40,7 @@ _is_stream_name = _matcher(STREAM_NAME_PATTERN, STREAM_NAME_FORBIDDEN)
 
 
 def check_repository_name(name: object) -> str:
-    if not _is_repository_name(name):
+    if not isinstance(name, str) or not _is_repository_name(name):
         raise Invalid(
             "a repository name is 1-100 letters, digits, '.', '_' or '-', starts with a letter or digit, "
             f"has no '..' and does not end in '.git': {name!r}"
@@ -48,7 +49,7 @@ def check_repository_name(name: object) -> str:
 
 
 def check_stream_name(name: object) -> str:
-    if not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
+    if not isinstance(name, str) or not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
         raise Invalid(
             "a stream name is at most 200 characters: segments of letters, digits, '.', '_' or '-' separated "
             f"by '/', each starting with a letter, digit or '_' (no '..', no segment ending in '.lock'): {name!r}"
