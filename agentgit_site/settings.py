@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc's files, so /api/v1/docs needs no CDN
     "repos",
 ]
 
@@ -261,9 +262,22 @@ SPECTACULAR_SETTINGS = {
         "let the server integrate them (fast-forward, merge or conflict). Every call needs "
         "`Authorization: Bearer <token>` with the scope its method asks for: read (GET), write (blobs, "
         "changesets, proposals, streams), integrate, admin (repositories). Errors are "
-        '`{"error": {"code", "message", "retryable", ...}}`.'
+        '`{"error": {"code", "message", "retryable", ...}}`.\n\n'
+        "Request bodies are exactly as documented: a missing required field, a field of the wrong type or "
+        "pattern and a field not documented are refused with 400 `invalid`, one entry per field in "
+        "`details`. An optional query parameter sent empty (`?path=`) is as if it was not sent. List "
+        "cursors (`next`) are opaque and URL-safe: pass them back as they are.\n\n"
+        "The repository's events come as Server-Sent Events (`GET /api/v1/repos/{repo}/events`) and "
+        "over a WebSocket at `/ws/repos/{repo}/events`; both are described under that operation."
     ),
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "repos.api.schema.postprocess",
+    ],
 }

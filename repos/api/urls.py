@@ -41,5 +41,10 @@ urlpatterns = [
     path("repos/<str:repo>/log", views_history.LogView.as_view(), name="log"),
     path("repos/<str:repo>/events", EventsView.as_view(), name="events"),
     path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
-    path("docs", SpectacularRedocView.as_view(url_name="api:schema", **PUBLIC), name="docs"),
+    # Redoc from drf-spectacular-sidecar's static files (WhiteNoise), never from a CDN.
+    path(
+        "docs",
+        SpectacularRedocView.as_view(url_name="api:schema", template_name="repos/api_docs.html", **PUBLIC),
+        name="docs",
+    ),
 ]

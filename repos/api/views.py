@@ -14,8 +14,9 @@ from rest_framework.response import Response
 from ..models import Operation
 from ..services import integration, proposals, repositories
 from . import serializers as s
-from .base import PAGE_PARAMETERS, ApiView, json_body, page, query_number, repository
+from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
+from .schema import id_parameter
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
@@ -27,6 +28,7 @@ class ReposView(ApiView):
 
     @extend_schema(
         operation_id="repos_list",
+        summary="List repositories",
         parameters=PAGE_PARAMETERS,
         responses={200: s.RepositoryListSerializer, **s.errors(400)},
     )
@@ -35,17 +37,23 @@ class ReposView(ApiView):
         repos, next_cursor = page(repositories.list_repositories(), request, "name")
         return Response({"repos": s.RepositorySerializer(repos, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.RepositoryCreate, responses={201: s.RepositorySerializer, **s.errors(400)})
+    @extend_schema(
+        summary="Create a repository",
+        request=s.RepositoryCreate,
+        responses={201: s.RepositorySerializer, **s.errors(400, 409)},
+    )
     def post(self, request):
-        """Create a repository (scope ``admin``); its default stream ``main`` starts empty."""
-        created = repositories.create_repository(json_body(request).get("name"))
+        """Create a repository (scope ``admin``); its default stream ``main`` starts empty.
+        A name that is taken answers 409 ``already_exists``."""
+        created = repositories.create_repository(validated(s.RepositoryCreate, request)["name"])
         return Response(s.RepositorySerializer(created).data, status=201)
 
 
 @extend_schema(tags=["repositories"])
 class RepoView(ApiView):
-    @extend_schema(responses={200: s.RepositorySerializer, **s.errors(404)})
+    @extend_schema(summary="Get a repository", responses={200: s.RepositorySerializer, **s.errors(404)})
     def get(self, request, repo):
+        """The repository: its name, default stream, object format and creation time."""
         return Response(s.RepositorySerializer(repository(repo)).data)
 
 
@@ -53,6 +61,7 @@ class RepoView(ApiView):
 class StreamsView(ApiView):
     @extend_schema(
         operation_id="repos_streams_list",
+        summary="List streams",
         parameters=PAGE_PARAMETERS,
         responses={200: s.StreamListSerializer, **s.errors(400, 404)},
     )
@@ -61,18 +70,24 @@ class StreamsView(ApiView):
         streams, next_cursor = page(repository(repo).streams.all(), request, "name")
         return Response({"streams": s.StreamSerializer(streams, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.StreamCreate, responses={201: s.StreamSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Create a stream",
+        request=s.StreamCreate,
+        responses={201: s.StreamSerializer, **s.errors(400, 404, 409)},
+    )
     def post(self, request, repo):
-        """Create a stream at the revision ``from`` (empty when omitted)."""
-        body = json_body(request)
-        stream = repositories.create_stream(repository(repo), body.get("name"), body.get("from"))
+        """Create a stream at the revision ``from`` (empty when omitted or null). A name that is
+        taken answers 409 ``already_exists``; an unknown ``from`` 404."""
+        body = validated(s.StreamCreate, request)
+        stream = repositories.create_stream(repository(repo), body["name"], body.get("from"))
         return Response(s.StreamSerializer(stream).data, status=201)
 
 
 @extend_schema(tags=["streams"])
 class StreamView(ApiView):
-    @extend_schema(responses={200: s.StreamSerializer, **s.errors(404)})
+    @extend_schema(summary="Get a stream", responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
+        """The stream's head (null while empty); a stream name may contain '/'."""
         return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
 
 
@@ -80,9 +95,10 @@ class StreamView(ApiView):
 class ProposalsView(ApiView):
     @extend_schema(
         operation_id="repos_proposals_list",
+        summary="List proposals",
         parameters=[
             OpenApiParameter("state", str, enum=["open", "integrated", "conflicted", "closed"]),
-            OpenApiParameter("stream", str),
+            OpenApiParameter("stream", str, description="Only proposals to land on this stream."),
             *PAGE_PARAMETERS,
         ],
         responses={200: s.ProposalListSerializer, **s.errors(400, 404)},
@@ -94,14 +110,18 @@ class ProposalsView(ApiView):
         rows, next_cursor = page(found.select_related("author__user"), request, "id", descending=True, cursor_type=int)
         return Response({"proposals": s.ProposalSerializer(rows, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.ProposalCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Open a proposal",
+        request=s.ProposalCreate,
+        responses={201: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo):
-        """Open a proposal to land ``head`` on ``stream``."""
-        body = json_body(request)
+        """Open a proposal to land ``head`` on ``stream`` (404 if either is unknown)."""
+        body = validated(s.ProposalCreate, request)
         proposal = proposals.open_proposal(
             repository(repo),
-            stream=body.get("stream"),
-            head=body.get("head"),
+            stream=body["stream"],
+            head=body["head"],
             title=body.get("title", ""),
             credential=request.auth,
         )
@@ -110,8 +130,13 @@ class ProposalsView(ApiView):
 
 @extend_schema(tags=["proposals"])
 class ProposalView(ApiView):
-    @extend_schema(responses={200: s.ProposalSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="Get a proposal",
+        parameters=[id_parameter("proposal_id")],
+        responses={200: s.ProposalSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, proposal_id):
+        """The proposal: its state, head, and once integrated its outcome and resulting changeset."""
         return Response(s.ProposalSerializer(proposals.get_proposal(repository(repo), proposal_id)).data)
 
 
@@ -120,14 +145,16 @@ class IntegrateView(ApiView):
     scopes = {"POST": "integrate"}
 
     @extend_schema(
-        request=s.EmptyBody,
+        summary="Integrate a proposal",
+        request=s.Integrate,
         parameters=[
+            id_parameter("proposal_id"),
             OpenApiParameter(
                 "wait",
-                float,
+                {"type": "number", "minimum": 0, "maximum": MAX_INTEGRATE_WAIT_S},
                 description="Seconds to wait for the outcome "
                 f"(default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
-            )
+            ),
         ],
         responses={
             200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
@@ -136,8 +163,10 @@ class IntegrateView(ApiView):
         },
     )
     def post(self, request, repo, proposal_id):
-        """Integrate the proposal (scope ``integrate``); asking again answers the first outcome."""
-        json_body(request)  # nothing in it is read, but it must be JSON
+        """Integrate the proposal (scope ``integrate``); asking again answers the first outcome.
+        409 ``aborted`` (retryable) when the stream kept moving; 202 when the outcome is not
+        there within ``?wait=``: poll the operation."""
+        validated(s.Integrate, request)  # nothing in it is read, but it must be ``{}``
         default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
         wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
@@ -158,7 +187,11 @@ def operation_answer(operation: Operation) -> Response:
 
 @extend_schema(tags=["proposals"])
 class OperationView(ApiView):
-    @extend_schema(responses={200: s.OperationSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="Get an operation",
+        parameters=[id_parameter("operation_id")],
+        responses={200: s.OperationSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, operation_id):
         """An integration operation: queued, done (with ``outcome``) or failed (with ``error``)."""
         return Response(s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data)

@@ -51,5 +51,6 @@ def list_proposals(repository: Repository, *, state: str | None = None, stream: 
             raise Invalid(f"state is one of {', '.join(Proposal.State.values)}")
         proposals = proposals.filter(state=state)
     if stream:
-        proposals = proposals.filter(stream__name=stream)
+        # No stream name holds NUL, and PostgreSQL refuses it in a query parameter.
+        proposals = proposals.filter(stream__name=stream) if "\x00" not in stream else proposals.none()
     return proposals.order_by("-id")

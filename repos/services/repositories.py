@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
 
+from engine.errors import WrongObjectType
 from engine.objects import check_object_id, is_object_id
 
 from ..errors import AlreadyExists, Invalid, NotFound
@@ -14,34 +16,45 @@ from ..models import Repository, Stream
 from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
 from .stores import store_for
 
-# Repository names become a directory and a URL segment (/git/{name}.git).
-_REPOSITORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-# Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
-# to a safe alphabet.
-_STREAM_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+# A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
+# ``PATTERN`` and no part of it matches the ``FORBIDDEN`` one.
+
+#: Repository names become a directory and a URL segment (/git/{name}.git).
+REPOSITORY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+REPOSITORY_NAME_FORBIDDEN = r"\.\.|\.git$"
+#: Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
+#: to a safe alphabet.
+STREAM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*$"
+STREAM_NAME_FORBIDDEN = r"\.\.|\.lock(?:/|$)"
+STREAM_NAME_MAX_LENGTH = 200
+
+
+def _matcher(pattern: str, forbidden: str) -> Callable[[str], bool]:
+    # ``$`` in a schema pattern is the end of the text (ECMA-262); in Python it is ``\Z``.
+    whole, part = re.compile(pattern.replace("$", r"\Z")), re.compile(forbidden.replace("$", r"\Z"))
+    return lambda name: whole.match(name) is not None and part.search(name) is None
+
+
+_is_repository_name = _matcher(REPOSITORY_NAME_PATTERN, REPOSITORY_NAME_FORBIDDEN)
+_is_stream_name = _matcher(STREAM_NAME_PATTERN, STREAM_NAME_FORBIDDEN)
 
 
 def check_repository_name(name: object) -> str:
-    if not isinstance(name, str) or not _REPOSITORY_NAME.match(name) or name.endswith(".git") or ".." in name:
+    if not isinstance(name, str) or not _is_repository_name(name):
         raise Invalid(
             "a repository name is 1-100 letters, digits, '.', '_' or '-', starts with a letter or digit, "
-            f"and does not end in '.git': {name!r}"
+            f"has no '..' and does not end in '.git': {name!r}"
         )
     return name
 
 
 def check_stream_name(name: object) -> str:
-    if (
-        isinstance(name, str)
-        and 0 < len(name) <= 200
-        and ".." not in name
-        and all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in name.split("/"))
-    ):
-        return name
-    raise Invalid(
-        "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
-        f"(no '..', no segment ending in '.lock'): {name!r}"
-    )
+    if not isinstance(name, str) or not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
+        raise Invalid(
+            "a stream name is at most 200 characters: segments of letters, digits, '.', '_' or '-' separated "
+            f"by '/', each starting with a letter, digit or '_' (no '..', no segment ending in '.lock'): {name!r}"
+        )
+    return name
 
 
 def create_repository(name: str) -> Repository:
@@ -69,7 +82,8 @@ _BY_NAME = Lookup(Repository, "name")
 
 
 def get_repository(name: str) -> Repository:
-    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    # NUL never is in a name, and PostgreSQL refuses it in a query parameter.
+    found = _BY_NAME.get(name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no repository named {name!r}")
     return found[0]
@@ -79,7 +93,7 @@ _STREAM_BY_NAME = Lookup(Stream, "repository", "name")
 
 
 def get_stream(repository: Repository, name: str) -> Stream:
-    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) else None
+    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no stream named {name!r} in {repository.name}")
     return found[0]
@@ -101,7 +115,10 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
 def resolve_rev(repository: Repository, rev: str) -> str:
     """The changeset a revision names: a full commit id (which must exist) or a stream's head."""
     if is_object_id(rev):
-        store_for(repository.name).read_commit(check_object_id(rev))
+        try:
+            store_for(repository.name).read_commit(check_object_id(rev))
+        except WrongObjectType:
+            raise NotFound(f"{rev} is not a changeset in {repository.name}") from None
         return rev
     if not isinstance(rev, str) or not rev:
         raise Invalid(f"a revision is a 40-hex changeset id or a stream name, not {rev!r}")
