@@ -16,6 +16,7 @@ from ..services import integration, proposals, repositories
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, json_body, page, query_number, repository
 from .errors import error_from_dict
+from .idempotency import IDEMPOTENCY_KEY, created, idempotent
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
@@ -94,18 +95,26 @@ class ProposalsView(ApiView):
         rows, next_cursor = page(found.select_related("author__user"), request, "id", descending=True, cursor_type=int)
         return Response({"proposals": s.ProposalSerializer(rows, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.ProposalCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        request=s.ProposalCreate,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo):
         """Open a proposal to land ``head`` on ``stream``."""
         body = json_body(request)
-        proposal = proposals.open_proposal(
-            repository(repo),
-            stream=body.get("stream"),
-            head=body.get("head"),
-            title=body.get("title", ""),
-            credential=request.auth,
-        )
-        return Response(s.ProposalSerializer(proposal).data, status=201)
+
+        def open_one() -> dict:
+            proposal = proposals.open_proposal(
+                repository(repo),
+                stream=body.get("stream"),
+                head=body.get("head"),
+                title=body.get("title", ""),
+                credential=request.auth,
+            )
+            return s.ProposalSerializer(proposal).data
+
+        return created(request, open_one)
 
 
 @extend_schema(tags=["proposals"])
@@ -122,12 +131,13 @@ class IntegrateView(ApiView):
     @extend_schema(
         request=s.EmptyBody,
         parameters=[
+            IDEMPOTENCY_KEY,
             OpenApiParameter(
                 "wait",
                 float,
                 description="Seconds to wait for the outcome "
                 f"(default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
-            )
+            ),
         ],
         responses={
             200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
@@ -140,9 +150,15 @@ class IntegrateView(ApiView):
         json_body(request)  # nothing in it is read, but it must be JSON
         default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
         wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
-        proposal = proposals.get_proposal(repository(repo), proposal_id)
-        operation = integration.wait_for(integration.request_integration(proposal), wait)
-        return operation_answer(operation)
+        found = repository(repo)
+        proposal = proposals.get_proposal(found, proposal_id)
+        return idempotent(
+            request,
+            lambda: {"operation": integration.request_integration(proposal).pk},
+            lambda record: operation_answer(
+                integration.wait_for(integration.get_operation(found, record["operation"]), wait)
+            ),
+        )
 
 
 def operation_answer(operation: Operation) -> Response:

@@ -17,6 +17,7 @@ from ..services import content, reads
 from ..services.repositories import split_rev_path
 from . import serializers as s
 from .base import ApiView, json_body, read_body, repository
+from .idempotency import IDEMPOTENCY_KEY, created
 
 RAW_BODY = {"application/octet-stream": OpenApiTypes.BINARY}
 OCTET_STREAM = "application/octet-stream"
@@ -106,19 +107,27 @@ class BlobView(ApiView):
 
 @extend_schema(tags=["content"])
 class ChangesetsView(ApiView):
-    @extend_schema(request=s.ChangesetCreate, responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)})
+    @extend_schema(
+        request=s.ChangesetCreate,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)},
+    )
     def post(self, request, repo):
         """Write a changeset from a parent and operations; nothing is written if anything is refused."""
         body = json_body(request)
-        changeset = content.create_changeset(
-            repository(repo),
-            parent=body.get("parent"),
-            operations=body.get("operations"),
-            message=body.get("message", ""),
-            provenance={} if body.get("provenance") is None else body["provenance"],
-            credential=request.auth,
-        )
-        return Response(s.ChangesetSerializer(changeset).data, status=201)
+
+        def write() -> dict:
+            changeset = content.create_changeset(
+                repository(repo),
+                parent=body.get("parent"),
+                operations=body.get("operations"),
+                message=body.get("message", ""),
+                provenance={} if body.get("provenance") is None else body["provenance"],
+                credential=request.auth,
+            )
+            return s.ChangesetSerializer(changeset).data
+
+        return created(request, write)
 
 
 @extend_schema(tags=["content"])
