@@ -5,7 +5,8 @@ same body answers what the first request did — the same status and body, with 
 ``Idempotent-Replayed: true`` — and does nothing again; the same key with another body is
 400 ``invalid`` (``details`` code ``idempotency_key_reused``). A request refused with an error
 records nothing, so retrying it does the work afresh. An integration first answered 202 (still
-queued) is the same operation on retry: the retry waits for it again.
+queued) is the same operation on retry: the retry waits for it again; one that failed
+``aborted`` (retryable) is integrated again by the retry, as ``aborted`` asks.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Callable
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.response import Response
 
-from ..services import idempotency
+from ..models import Operation
+from ..services import idempotency, integration
 from .base import json_body
 
 HEADER = "Idempotency-Key"
@@ -35,19 +37,20 @@ IDEMPOTENCY_KEY = OpenApiParameter(
 )
 
 
-def idempotent(request, act: Callable[[], dict], answer: Callable[[dict], Response]) -> Response:
+def idempotent(request, act: Callable[[], dict], answer: Callable[[dict, bool], Response]) -> Response:
     """``answer(act())``, where ``act`` runs once per idempotency key.
 
     ``act`` does the work and returns a JSON-able record of it (written with the key, in the
-    work's transaction); ``answer`` turns a record into the response, the first time and on
-    every retry, so it must not depend on anything but the record and immutable state.
+    work's transaction); ``answer(record, replayed)`` turns a record into the response, the
+    first time and on every retry, so it must not depend on anything but the record and
+    immutable state.
     """
     key = request.headers.get(HEADER)
     if key is None:
-        return answer(act())
+        return answer(act(), False)
     signature = idempotency.fingerprint(request.method, request.path, json_body(request))
     record, replayed = idempotency.once(request.auth, key, signature, act)
-    response = answer(record)
+    response = answer(record, replayed)
     if replayed:
         response[REPLAYED_HEADER] = "true"
     return response
@@ -55,4 +58,13 @@ def idempotent(request, act: Callable[[], dict], answer: Callable[[dict], Respon
 
 def created(request, make: Callable[[], dict]) -> Response:
     """201 with the body ``make()`` builds (the new resource), once per idempotency key."""
-    return idempotent(request, lambda: {"body": make()}, lambda record: Response(record["body"], status=201))
+    return idempotent(request, lambda: {"body": make()}, lambda record, _replayed: Response(record["body"], status=201))
+
+
+def integration_of(repository, record: dict, replayed: bool, wait_s: float) -> Operation:
+    """The recorded integration operation, waited for up to ``wait_s``. A retry of one that failed
+    with a retryable error (``aborted``: the proposal is untouched) asks to integrate again."""
+    operation = integration.get_operation(repository, record["operation"])
+    if replayed and operation.state == Operation.State.FAILED and (operation.error or {}).get("retryable"):
+        operation = integration.request_integration(operation.proposal)
+    return integration.wait_for(operation, wait_s)

@@ -16,7 +16,7 @@ from ..services import integration, proposals, repositories
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, json_body, page, query_number, repository
 from .errors import error_from_dict
-from .idempotency import IDEMPOTENCY_KEY, created, idempotent
+from .idempotency import IDEMPOTENCY_KEY, created, idempotent, integration_of
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
@@ -155,9 +155,7 @@ class IntegrateView(ApiView):
         return idempotent(
             request,
             lambda: {"operation": integration.request_integration(proposal).pk},
-            lambda record: operation_answer(
-                integration.wait_for(integration.get_operation(found, record["operation"]), wait)
-            ),
+            lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
         )
 
 

@@ -8,11 +8,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from ..errors import ApiError, Invalid
-from ..services import integration, landing
+from ..services import landing
 from ..services.credentials import require_scope
 from . import serializers as s
 from .base import ApiView, json_body, query_number, repository
-from .idempotency import IDEMPOTENCY_KEY, idempotent
+from .idempotency import IDEMPOTENCY_KEY, idempotent, integration_of
 from .views import MAX_INTEGRATE_WAIT_S, operation_answer
 
 #: The fields of a landing's body.
@@ -91,8 +91,8 @@ class LandView(ApiView):
                 "operation": landed.operation.pk,
             }
 
-        def answer(record: dict) -> Response:
-            operation = integration.wait_for(integration.get_operation(found, record["operation"]), wait)
+        def answer(record: dict, replayed: bool) -> Response:
+            operation = integration_of(found, record, replayed, wait)
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)

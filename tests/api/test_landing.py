@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pytest
 
 from repos.models import Changeset, Event, IdempotencyKey, Operation, Proposal
+from repos.services import integration
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,3 +167,21 @@ def test_an_expired_key_is_forgotten(api, settings):
     response = land(api, {**body, "message": "other"}, key="old")
 
     assert response.status_code == 200 and Proposal.objects.count() == 2
+
+
+def test_a_retry_of_an_aborted_integration_integrates_again(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "INTEGRATE_ATTEMPTS": 2}
+    body = {"message": "m", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    # Given a landing whose integration failed as aborted (the stream kept moving; the
+    # proposal is untouched), as the compare-and-swap's exhausted retries leave it
+    with patch.object(integration, "_land_once", side_effect=integration._LostRace(0)):
+        first = land(api, body, key="k")
+    assert first.status_code == 409 and first.json()["error"]["code"] == "aborted"
+    assert first.json()["error"]["details"][-1]["proposal"] == Proposal.objects.get().pk
+
+    # When it is retried with its key, then it integrates (once), as aborted asks
+    again = land(api, body, key="k")
+
+    assert again.status_code == 200 and again.json()["outcome"] == "fast_forward"
+    assert Changeset.objects.count() == Proposal.objects.count() == 1
+    assert land(api, body, key="k").json() == again.json()
