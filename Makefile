@@ -13,9 +13,9 @@ WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-# Named after the requirements' content: an edited requirements file reinstalls,
-# a merely touched one (checkout, clone) does not.
-INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
+# Named after the requirements' content (and the client package's, client/pyproject.toml): an
+# edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
+INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
 .PHONY: serve test lint clean setup git
 
@@ -48,5 +48,7 @@ git:
 $(INSTALLED):
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/dev.txt
+	# The client, CLI and MCP server (client/, a distribution of its own), editable: its tests run from here.
+	$(PY) -m pip install --quiet -e 'client[mcp]'
 	rm -f $(VENV)/.installed-*
 	touch $@
