@@ -8,9 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-import agentgit
 import httpx
 import pytest
+
+import agentgit
 from agentgit import AsyncClient, Client, delete, errors, rename, write
 
 from .conftest import Recording
