@@ -15,11 +15,16 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
+from agentgit_site.mcp import McpEndpoint, with_mcp  # noqa: E402
 from repos.api.events import EventsConsumer  # noqa: E402
+
+# The agent tools over MCP at /mcp (agentgit_site/mcp.py), behind the same guards as Django.
+mcp_endpoint = McpEndpoint()
 
 application = ProtocolTypeRouter(
     {
-        "http": LoadShedding(BodyLimit(django_application)),
+        "http": LoadShedding(BodyLimit(with_mcp(mcp_endpoint, django_application))),
         "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
+        "lifespan": mcp_endpoint.lifespan,
     }
 )

@@ -445,9 +445,14 @@ def mcp(read_only: bool, tools: str | None) -> None:
         from .mcp_server import build_server
     except ImportError as error:
         raise click.UsageError(f"the MCP server needs the mcp package (pip install 'agentgit[mcp]'): {error}") from None
+    from ._async import AsyncClient
+
     state = _state()
     selected = [name for name in (tools or "").split(",") if name] or None
-    server = build_server(state.connect(), read_only=read_only, tools=selected)
+    try:
+        server = build_server(AsyncClient(state.url, state.token), read_only=read_only, tools=selected)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--tools") from None
     server.run("stdio")
 
 

@@ -1,0 +1,143 @@
+"""``/mcp``: the agent tools (``agentgit.mcp_server``) over MCP's streamable HTTP, mounted in the
+server's ASGI application beside Django.
+
+* **Authentication**: the same bearer tokens as the REST API, in :func:`authenticate` (one small
+  function: the ASGI guards can take it over); a request without a live token with ``read`` is
+  answered 401 in the API's error shape before MCP sees it. Each tool then checks the scope its
+  REST endpoint needs (``repos.api.mcp_backend``).
+* **Stateless**: every HTTP request is a whole MCP exchange (no server-side session), so any
+  server process can answer any request (``uvicorn --workers N``), and answers are JSON.
+* **Lifespan**: the SDK's session manager must be running before it can answer. The parent
+  application enters it: on ASGI lifespan startup when the server sends lifespan events, else on
+  the first request (``make serve`` runs uvicorn with ``--lifespan off``), and leaves it on
+  lifespan shutdown.
+* **Allowed hosts**: the SDK's DNS-rebinding protection takes Django's ``ALLOWED_HOSTS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+from mcp.server.transport_security import TransportSecuritySettings
+
+from agentgit.mcp_server import build_server
+from repos.api.authentication import BEARER_CHALLENGE
+from repos.api.errors import STATUS
+from repos.api.mcp_backend import ServiceBackend
+from repos.errors import ApiError, Unauthenticated
+from repos.models import Credential
+from repos.services import ratelimit
+from repos.services.credentials import authenticate_token, require_scope
+
+PATH = "/mcp"
+#: Where the request's credential travels in the ASGI scope, to the tools.
+CREDENTIAL = "agentgit.credential"
+
+
+def authenticate_sync(authorization: str) -> Credential:
+    """The credential of ``Authorization: Bearer <token>``, with ``read``, its rate limit taken."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("authentication required: send 'Authorization: Bearer <token>'")
+    try:
+        credential = authenticate_token(token.strip())
+        require_scope(credential, "read")
+        ratelimit.take(credential)
+        return credential
+    finally:
+        close_old_connections()
+
+
+async def authenticate(scope: dict) -> Credential:
+    """The request's credential; an ApiError (unauthenticated, forbidden, rate_limited) if none."""
+    headers = dict(scope.get("headers") or [])
+    return await sync_to_async(authenticate_sync)(headers.get(b"authorization", b"").decode("latin-1"))
+
+
+def transport_security() -> TransportSecuritySettings:
+    """Django's ALLOWED_HOSTS as the SDK's allowed Host and Origin values (any port)."""
+    hosts = [host.lstrip(".") for host in settings.ALLOWED_HOSTS]
+    if "*" in hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        allowed_hosts=[pattern for host in hosts for pattern in (host, f"{host}:*")],
+        allowed_origins=[
+            f"{scheme}://{host}{port}" for host in hosts for scheme in ("http", "https") for port in ("", ":*")
+        ],
+    )
+
+
+class McpEndpoint:
+    """The ASGI application answering ``/mcp``; also the application's lifespan handler."""
+
+    def __init__(self) -> None:
+        self.server = build_server(lambda ctx: ServiceBackend(ctx.request_context.request.scope[CREDENTIAL]))
+        self.app = self.server.streamable_http_app(
+            streamable_http_path=PATH, stateless_http=True, json_response=True, transport_security=transport_security()
+        )
+        self._ready: asyncio.Event | None = None
+        self._stop = asyncio.Event()
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.start()
+        try:
+            credential = await authenticate(scope)
+        except ApiError as error:
+            await _refuse(send, error)
+            return
+        await self.app({**scope, CREDENTIAL: credential}, receive, send)
+
+    async def start(self) -> None:
+        """Enter the SDK's session manager (once per process) and wait until it runs."""
+        if self._ready is None:
+            self._ready = asyncio.Event()
+            self._task = asyncio.ensure_future(self._run())
+        await self._ready.wait()
+
+    async def _run(self) -> None:
+        async with self.server.session_manager.run():
+            assert self._ready is not None
+            self._ready.set()
+            await self._stop.wait()
+
+    async def lifespan(self, scope, receive, send) -> None:
+        """ASGI lifespan: start with the server, stop with it."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await self.start()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self._stop.set()
+                if self._ready is not None:
+                    await self._task
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def with_mcp(mcp: McpEndpoint, app):
+    """``app``, with ``/mcp`` answered by ``mcp``."""
+
+    async def route(scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and (path == PATH or path.startswith(PATH + "/")):
+            await mcp(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return route
+
+
+async def _refuse(send, error: ApiError) -> None:
+    body = json.dumps(error.as_dict()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if error.code == "unauthenticated":
+        headers.append((b"www-authenticate", BEARER_CHALLENGE.encode()))
+    if error.retry_after_ms is not None:
+        headers.append((b"retry-after", str(max(0, -(-error.retry_after_ms // 1000))).encode()))
+    await send({"type": "http.response.start", "status": STATUS.get(error.code, 500), "headers": headers})
+    await send({"type": "http.response.body", "body": body})
