@@ -9,9 +9,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, Generic, Self, TypeVar
 
 T = TypeVar("T")
+
+
+class _FromApi:
+    """A result built from its API document: its fields by name, ``raw`` the document itself."""
+
+    @classmethod
+    def from_api(cls, doc: dict) -> Self:
+        return _build(cls, doc)
 
 
 def _build(cls: type[T], doc: dict, **converted: Any) -> T:
@@ -22,32 +30,24 @@ def _build(cls: type[T], doc: dict, **converted: Any) -> T:
 
 
 @dataclass(frozen=True)
-class Repository:
+class Repository(_FromApi):
     name: str
     default_stream: str
     object_format: str
     created: str
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> Repository:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class Stream:
+class Stream(_FromApi):
     name: str
     head: str | None
     updated: str | None
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> Stream:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class Changeset:
+class Changeset(_FromApi):
     id: str
     parents: list[str]
     tree: str
@@ -57,13 +57,9 @@ class Changeset:
     created: str | None
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> Changeset:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class Conflict:
+class Conflict(_FromApi):
     """A path changed incompatibly on both sides; ``kind``: content, add/add, modify/delete, …"""
 
     path: str
@@ -71,17 +67,13 @@ class Conflict:
     old_path: str | None
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> Conflict:
-        return _build(cls, doc)
-
 
 def _conflicts(doc: dict) -> list[Conflict]:
     return [Conflict.from_api(item) for item in doc.get("conflicts") or []]
 
 
 @dataclass(frozen=True)
-class Proposal:
+class Proposal(_FromApi):
     id: int
     stream: str
     head: str
@@ -102,7 +94,7 @@ class Proposal:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Outcome(_FromApi):
     """An integration's result: ``fast_forward``, ``merge``, ``conflict`` or ``already_integrated``."""
 
     outcome: str
@@ -124,7 +116,7 @@ class Outcome:
 
 
 @dataclass(frozen=True)
-class Landing:
+class Landing(_FromApi):
     """A one-call landing's result: the outcome, and the changeset and proposal it made."""
 
     outcome: str
@@ -146,7 +138,7 @@ class Landing:
 
 
 @dataclass(frozen=True)
-class Operation:
+class Operation(_FromApi):
     """An integration operation: ``queued``, ``done`` (with ``outcome``) or ``failed`` (``error``)."""
 
     id: int
@@ -165,7 +157,7 @@ class Operation:
 
 
 @dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(_FromApi):
     name: str
     path: str
     type: str
@@ -173,26 +165,18 @@ class TreeEntry:
     mode: str
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> TreeEntry:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class Change:
+class Change(_FromApi):
     status: str
     path: str
     old_path: str | None
     similarity: int | None
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> Change:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class Diff:
+class Diff(_FromApi):
     changes: list[Change]
     patch: str
     raw: dict = field(repr=False, compare=False)
@@ -203,29 +187,21 @@ class Diff:
 
 
 @dataclass(frozen=True)
-class BlameLine:
+class BlameLine(_FromApi):
     number: int
     changeset: str
     text: str
     raw: dict = field(repr=False, compare=False)
 
-    @classmethod
-    def from_api(cls, doc: dict) -> BlameLine:
-        return _build(cls, doc)
-
 
 @dataclass(frozen=True)
-class LogEntry:
+class LogEntry(_FromApi):
     id: str
     message: str
     parents: list[str]
     author: dict
     time: int
     raw: dict = field(repr=False, compare=False)
-
-    @classmethod
-    def from_api(cls, doc: dict) -> LogEntry:
-        return _build(cls, doc)
 
 
 @dataclass(frozen=True)
