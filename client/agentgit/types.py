@@ -68,6 +68,15 @@ class Conflict(_FromApi):
     raw: dict = field(repr=False, compare=False)
 
 
+class _Integrated:
+    outcome: str
+
+    @property
+    def conflicted(self) -> bool:
+        """Whether the integration stopped at conflicts (``conflicts`` names them)."""
+        return self.outcome == "conflict"
+
+
 def _conflicts(doc: dict) -> list[Conflict]:
     return [Conflict.from_api(item) for item in doc.get("conflicts") or []]
 
@@ -94,7 +103,7 @@ class Proposal(_FromApi):
 
 
 @dataclass(frozen=True)
-class Outcome(_FromApi):
+class Outcome(_Integrated, _FromApi):
     """An integration's result: ``fast_forward``, ``merge``, ``conflict`` or ``already_integrated``."""
 
     outcome: str
@@ -106,17 +115,13 @@ class Outcome(_FromApi):
     proposal: int | None
     raw: dict = field(repr=False, compare=False)
 
-    @property
-    def conflicted(self) -> bool:
-        return self.outcome == "conflict"
-
     @classmethod
     def from_api(cls, doc: dict) -> Outcome:
         return _build(cls, doc, conflicts=_conflicts(doc))
 
 
 @dataclass(frozen=True)
-class Landing(_FromApi):
+class Landing(_Integrated, _FromApi):
     """A one-call landing's result: the outcome, and the changeset and proposal it made."""
 
     outcome: str
@@ -127,10 +132,6 @@ class Landing(_FromApi):
     stream_head: str | None
     conflicts: list[Conflict]
     raw: dict = field(repr=False, compare=False)
-
-    @property
-    def conflicted(self) -> bool:
-        return self.outcome == "conflict"
 
     @classmethod
     def from_api(cls, doc: dict) -> Landing:

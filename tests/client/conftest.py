@@ -20,9 +20,15 @@ class Server:
         self.deployment = deployment
         self.url = deployment.url
         self.token = deployment.token
+        self._tokens: dict[str, str] = {}
 
     def token_for(self, scopes: str, **limits) -> str:
-        return self.deployment.create_token(f"user{next(_names)}", scopes=scopes, **limits)
+        """A token with ``scopes``; a fresh one when it has its own rate limit (its own bucket)."""
+        if limits:
+            return self.deployment.create_token(f"user{next(_names)}", scopes=scopes, **limits)
+        if scopes not in self._tokens:  # each costs a manage.py process: reuse plain ones
+            self._tokens[scopes] = self.deployment.create_token(f"user{next(_names)}", scopes=scopes)
+        return self._tokens[scopes]
 
     def new_repo(self) -> str:
         """A fresh repository's name."""
