@@ -66,20 +66,24 @@ class AsyncClient(_core.Endpoints):
                 raise error_from_response(response)
             return response
 
-        return await self._retrying(once, may_resend=call.may_resend)
+        return await self._retrying(once, may_resend=call.may_resend, one_shot=call.one_shot)
 
-    async def _retrying(self, once: Callable[[], Awaitable[T]], *, may_resend: bool) -> T:
+    async def _retrying(self, once: Callable[[], Awaitable[T]], *, may_resend: bool, one_shot: bool = False) -> T:
         attempt = 0
         while True:
             try:
                 return await once()
             except httpx.TransportError as exc:
                 error, connected = _core.transport_error(exc)
-                if not _core.should_retry(attempt, error, self.config, may_resend=may_resend, connected=connected):
+                if not _core.should_retry(
+                    attempt, error, self.config, may_resend=may_resend, connected=connected, one_shot=one_shot
+                ):
                     raise error from exc
             except ApiError as exc:
                 error = exc
-                if not _core.should_retry(attempt, error, self.config, may_resend=may_resend, connected=True):
+                if not _core.should_retry(
+                    attempt, error, self.config, may_resend=may_resend, connected=True, one_shot=one_shot
+                ):
                     raise
             await asyncio.sleep(_core.retry_delay(attempt, error, self.config))
             attempt += 1

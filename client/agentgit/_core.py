@@ -111,6 +111,8 @@ class Call:
     keyed: bool = False
     #: Sending it twice does no harm (a content-addressed upload), so a dropped connection is retried.
     resendable: bool = False
+    #: Its body is a stream that can be read once (a pipe): once it may have been sent, never again.
+    one_shot: bool = False
     #: Error statuses that are answers here (404 for "does this blob exist?").
     accept: tuple[int, ...] = ()
 
@@ -139,10 +141,15 @@ def retry_delay(attempt: int, error: AgentGitError, config: Config) -> float:
     return min(MAX_BACKOFF_S, base * (0.5 + random.random() / 2))  # spread colliding clients
 
 
-def should_retry(attempt: int, error: AgentGitError, config: Config, *, may_resend: bool, connected: bool) -> bool:
+def should_retry(
+    attempt: int, error: AgentGitError, config: Config, *, may_resend: bool, connected: bool, one_shot: bool = False
+) -> bool:
     """Whether to send again after ``error``: retryable answers (rate_limited, unavailable,
-    aborted) always; a dropped connection when the request never left or may be sent twice."""
+    aborted) always; a dropped connection when the request never left or may be sent twice. A
+    one-shot body is sent again only if it never left."""
     if attempt >= config.retries:
+        return False
+    if one_shot and connected:
         return False
     if isinstance(error, ApiError):
         return error.retryable
@@ -529,9 +536,10 @@ def upload_call(repo: str, source: bytes | IO[bytes]) -> tuple[Call, int | None,
     headers = {"Content-Type": "application/octet-stream"}
     if total is not None:
         headers["Content-Length"] = str(total)
-    # Content-addressed: sending it twice stores it once.
-    resendable = start is not None or isinstance(source, bytes)
-    return Call("POST", f"/repos/{seg(repo)}/blobs", read_json, headers=headers, resendable=resendable), total, start
+    # Content-addressed: sending it twice stores it once, if the bytes can be read again.
+    one_shot = start is None and not isinstance(source, bytes)
+    call = Call("POST", f"/repos/{seg(repo)}/blobs", read_json, headers=headers, resendable=True, one_shot=one_shot)
+    return call, total, start
 
 
 def settle(operation: Operation, operation_id: int, deadline: float, now: float, pause: float) -> dict | None:

@@ -72,9 +72,9 @@ class Client(_core.Endpoints):
                 raise error_from_response(response)
             return response
 
-        return self._retrying(once, may_resend=call.may_resend)
+        return self._retrying(once, may_resend=call.may_resend, one_shot=call.one_shot)
 
-    def _retrying(self, once: Callable[[], T], *, may_resend: bool) -> T:
+    def _retrying(self, once: Callable[[], T], *, may_resend: bool, one_shot: bool = False) -> T:
         """``once()``, again after each retryable failure (``may_resend``: a request that may have
         reached the server can be sent again)."""
         attempt = 0
@@ -83,11 +83,15 @@ class Client(_core.Endpoints):
                 return once()
             except httpx.TransportError as exc:
                 error, connected = _core.transport_error(exc)
-                if not _core.should_retry(attempt, error, self.config, may_resend=may_resend, connected=connected):
+                if not _core.should_retry(
+                    attempt, error, self.config, may_resend=may_resend, connected=connected, one_shot=one_shot
+                ):
                     raise error from exc
             except ApiError as exc:
                 error = exc
-                if not _core.should_retry(attempt, error, self.config, may_resend=may_resend, connected=True):
+                if not _core.should_retry(
+                    attempt, error, self.config, may_resend=may_resend, connected=True, one_shot=one_shot
+                ):
                     raise
             time.sleep(_core.retry_delay(attempt, error, self.config))
             attempt += 1

@@ -226,6 +226,32 @@ def test_a_429_is_retried_after_the_servers_hint(server, repo):
     assert transport.count("GET", f"/repos/{repo}") == 3  # the first, the 429, the retry
 
 
+class Pipe(io.RawIOBase):
+    """A stream that can be read once, like a pipe."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        piece, self.data = self.data[: size if size >= 0 else None], self.data[size if size >= 0 else len(self.data) :]
+        return piece
+
+
+def test_a_one_shot_upload_is_streamed_and_never_sent_twice(server, repo):
+    with Client(server.url, server.token) as ag:
+        assert ag.download_blob(repo, ag.upload_blob(repo, Pipe(BINARY))) == BINARY
+
+    transport = Recording()
+    with Client(server.url, server.token_for("read,write", rate=0.01, burst=1), transport=transport) as ag:
+        ag.get_repo(repo)  # the bucket's one token
+        with pytest.raises(errors.RateLimited):
+            ag.upload_blob(repo, Pipe(b"once"))  # a bytes body would have been retried after the hint
+    assert transport.count("POST", "/blobs") == 1
+
+
 def test_a_landing_whose_answer_was_lost_is_retried_and_done_once(server, repo):
     transport = Recording(lose=lambda request: request.url.path.endswith("/land"))
     with Client(server.url, server.token, transport=transport) as ag:
