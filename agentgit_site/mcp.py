@@ -75,7 +75,10 @@ class McpEndpoint:
     """The ASGI application answering ``/mcp``; also the application's lifespan handler."""
 
     def __init__(self) -> None:
-        self.server = build_server(lambda ctx: ServiceBackend(ctx.request_context.request.scope[CREDENTIAL]))
+        self.server = build_server(
+            lambda ctx: ServiceBackend(ctx.request_context.request.scope[CREDENTIAL]),
+            own_logging=False,  # the server's logging is settings.LOGGING's
+        )
         self.app = self.server.streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True, transport_security=transport_security()
         )

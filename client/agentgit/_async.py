@@ -10,19 +10,38 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from . import _core
 from ._core import STREAM_HEAD, Call, Config, Progress, seg
-from .errors import ApiError, error_from_response
-from .types import Edit, Event, Landing, LogEntry, Outcome, Page, Proposal, Repository, Stream
+from .errors import AgentGitError, ApiError, error_from_response
+from .types import (
+    BlameLine,
+    Changeset,
+    Diff,
+    Edit,
+    Event,
+    Landing,
+    LogEntry,
+    Operation,
+    Outcome,
+    Page,
+    Proposal,
+    Repository,
+    Stream,
+    TreeEntry,
+)
 
 T = TypeVar("T")
 
 
-class AsyncClient(_core.Endpoints):
+# The shared endpoints at run time; for a type checker, the ``async def`` signatures below.
+_Endpoints = object if TYPE_CHECKING else _core.Endpoints
+
+
+class AsyncClient(_Endpoints):  # type: ignore[misc, valid-type]
     """AgentGit over HTTP with ``await``; configured, retried and typed as :class:`~agentgit.Client`."""
 
     def __init__(
@@ -47,9 +66,31 @@ class AsyncClient(_core.Endpoints):
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
+    if TYPE_CHECKING:  # the shared endpoints (agentgit._core.Endpoints), as a type checker sees them here
+
+        async def list_repos(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Repository]: ...
+        async def create_repo(self, name: str) -> Repository: ...
+        async def get_repo(self, name: str) -> Repository: ...
+        async def list_streams(self, repo: str, *, limit: int | None = None, cursor: str | None = None) -> Page[Stream]: ...  # fmt: skip
+        async def create_stream(self, repo: str, name: str, start: str | None = None) -> Stream: ...
+        async def get_stream(self, repo: str, name: str) -> Stream: ...
+        async def has_blob(self, repo: str, blob_id: str) -> bool: ...
+        async def create_changeset(self, repo: str, parent: str | None, operations: list[dict], message: str = "", provenance: dict | None = None) -> Changeset: ...  # fmt: skip
+        async def get_changeset(self, repo: str, changeset_id: str) -> Changeset: ...
+        async def tree(self, repo: str, rev: str, path: str = "") -> list[TreeEntry]: ...
+        async def read_file(self, repo: str, rev: str, path: str) -> bytes: ...
+        async def open_proposal(self, repo: str, stream: str, head: str, title: str = "") -> Proposal: ...
+        async def get_proposal(self, repo: str, proposal_id: int) -> Proposal: ...
+        async def list_proposals(self, repo: str, *, state: str | None = None, stream: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[Proposal]: ...  # fmt: skip
+        async def get_operation(self, repo: str, operation_id: int) -> Operation: ...
+        async def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff: ...
+        async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]: ...
+        async def log(self, repo: str, rev: str | None = None, *, path: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[LogEntry]: ...  # fmt: skip
+        async def api(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any: ...
+
     # -- the request loop --------------------------------------------------------------------
 
-    async def _run(self, call: Call) -> Any:  # type: ignore[override]
+    async def _run(self, call: Call) -> Any:
         return call.parse(await self._send(call))
 
     async def _send(self, call: Call, body: Callable[[], Any] | None = None) -> httpx.Response:
@@ -70,6 +111,7 @@ class AsyncClient(_core.Endpoints):
 
     async def _retrying(self, once: Callable[[], Awaitable[T]], *, may_resend: bool, one_shot: bool = False) -> T:
         attempt = 0
+        error: AgentGitError
         while True:
             try:
                 return await once()

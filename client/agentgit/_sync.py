@@ -11,7 +11,7 @@ import httpx
 
 from . import _core
 from ._core import STREAM_HEAD, Call, Config, Progress, seg
-from .errors import ApiError, error_from_response
+from .errors import AgentGitError, ApiError, error_from_response
 from .types import Edit, Event, Landing, LogEntry, Outcome, Proposal, Repository, Stream
 
 T = TypeVar("T")
@@ -78,6 +78,7 @@ class Client(_core.Endpoints):
         """``once()``, again after each retryable failure (``may_resend``: a request that may have
         reached the server can be sent again)."""
         attempt = 0
+        error: AgentGitError
         while True:
             try:
                 return once()

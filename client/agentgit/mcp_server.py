@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal, Protocol
@@ -44,7 +45,7 @@ class Backend(Protocol):
     async def log(self, repo: str, rev: str | None = None, *, path: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[LogEntry]: ...  # fmt: skip
     async def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff: ...
     async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]: ...
-    async def land(self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", **options: Any) -> Landing: ...  # fmt: skip
+    async def land(self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", *, parent: Any = ...) -> Landing: ...  # fmt: skip
     async def open_proposal(self, repo: str, stream: str, head: str, title: str = "") -> Proposal: ...
     async def integrate(self, repo: str, proposal_id: int) -> Outcome: ...
     async def list_proposals(self, repo: str, *, state: str | None = None, stream: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[Proposal]: ...  # fmt: skip
@@ -87,10 +88,14 @@ def build_server(
     read_only: bool = False,
     tools: list[str] | None = None,
     name: str = "agentgit",
+    own_logging: bool = True,
 ) -> MCPServer:
     """The MCP server with AgentGit's tools; ``read_only`` keeps only those that change nothing,
-    ``tools`` only the named ones (ValueError for a name that is not a tool)."""
+    ``tools`` only the named ones (ValueError for a name that is not a tool). ``own_logging``
+    False leaves the process's logging as it was (the SDK configures the root logger)."""
     resolve: Callable[[Context], Backend] = backend if callable(backend) else (lambda _ctx: backend)  # type: ignore[assignment]
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     server = MCPServer(
         name,
         log_level="WARNING",  # on stdio, stderr is the agent's log: no line per HTTP request
@@ -100,6 +105,9 @@ def build_server(
             "not a failure: it names the stream's head and the conflicting paths."
         ),
     )
+    if not own_logging:
+        root.handlers[:] = handlers
+        root.setLevel(level)
     every = _tools(resolve)
     unknown = sorted(set(tools or ()) - {tool.__name__ for tool, _ in every})
     if unknown:
@@ -242,8 +250,8 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
         edits += [rename_op(item.source, item.target) for item in renames or []]
         if not edits:
             raise ToolError("nothing to land: give writes, deletes or renames")
-        options = {} if parent is None else {"parent": parent}
-        landed = await _call(resolve(ctx).land(repo, stream, edits, message, **options))
+        on = {} if parent is None else {"parent": parent}  # else the stream's head
+        landed = await _call(resolve(ctx).land(repo, stream, edits, message, **on))
         return _outcome(landed, changeset=landed.changeset, proposal=landed.proposal)
 
     async def open_proposal(

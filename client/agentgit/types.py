@@ -26,7 +26,7 @@ def _build(cls: type[T], doc: dict, **converted: Any) -> T:
     """``cls`` from an API document: its fields by name (absent ones None), ``raw`` the document."""
     names = [f.name for f in dataclasses.fields(cls) if f.name != "raw"]  # type: ignore[arg-type]
     values = {name: converted[name] if name in converted else doc.get(name) for name in names}
-    return cls(**values, raw=doc)
+    return cls(**values, raw=doc)  # type: ignore[call-arg]
 
 
 @dataclass(frozen=True)

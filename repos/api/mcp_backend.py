@@ -59,11 +59,11 @@ class ServiceBackend:
         return [BlameLine.from_api(line) for line in lines]
 
     async def land(
-        self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", **options: Any
+        self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", *, parent: Any = landing.STREAM_HEAD
     ) -> Landing:
-        return Landing.from_api(await self._run("write", lambda: self._land(repo, stream, edits, message, options)))
+        return Landing.from_api(await self._run("write", lambda: self._land(repo, stream, edits, message, parent)))
 
-    def _land(self, repo: str, stream: str, edits: list[Edit | dict], message: str, options: dict) -> dict:
+    def _land(self, repo: str, stream: str, edits: list[Edit | dict], message: str, parent: Any) -> dict:
         require_scope(self.credential, "integrate")
         repository = get_repository(repo)
         plan = _core.plan_change(edits)
@@ -74,7 +74,7 @@ class ServiceBackend:
         landed = landing.land(
             repository,
             stream,
-            parent=options.get("parent", landing.STREAM_HEAD),
+            parent=parent,
             message=message,
             operations=plan.operations,
             provenance={"agent": "mcp"},

@@ -13,7 +13,7 @@ from ..services.credentials import require_scope
 from . import serializers as s
 from .base import ApiView, json_body, query_number, repository
 from .idempotency import IDEMPOTENCY_KEY, idempotent, integration_of
-from .views import MAX_INTEGRATE_WAIT_S, StreamView, operation_answer
+from .views import MAX_INTEGRATE_WAIT_S, operation_answer
 
 #: The fields of a landing's body.
 FIELDS = frozenset({"parent", "message", "operations", "provenance"})
@@ -103,8 +103,3 @@ class LandView(ApiView):
             return response
 
         return idempotent(request, act, answer)
-
-    @extend_schema(exclude=True)
-    def get(self, request, repo, stream):
-        """A stream whose name ends in ``/land`` (this route takes its URL first)."""
-        return StreamView().get(request, repo, f"{stream}/land")

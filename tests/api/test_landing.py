@@ -185,11 +185,3 @@ def test_a_retry_of_an_aborted_integration_integrates_again(api, settings):
     assert again.status_code == 200 and again.json()["outcome"] == "fast_forward"
     assert Changeset.objects.count() == Proposal.objects.count() == 1
     assert land(api, body, key="k").json() == again.json()
-
-
-def test_a_stream_named_like_the_land_route_is_still_readable(api):
-    assert api.post("/streams", {"name": "feature/land"}).status_code == 201
-
-    response = api.get("/streams/feature/land")
-
-    assert response.status_code == 200 and response.json()["name"] == "feature/land"
