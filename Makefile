@@ -45,10 +45,11 @@ git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
 
+# The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
+# their tests (tests/client) run from the work tree.
 $(INSTALLED):
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/dev.txt
-	# The client, CLI and MCP server (client/, a distribution of its own), editable: its tests run from here.
 	$(PY) -m pip install --quiet -e 'client[mcp]'
 	rm -f $(VENV)/.installed-*
 	touch $@
