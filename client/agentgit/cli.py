@@ -110,29 +110,43 @@ def short(oid: str | None) -> str:
     return oid[:12] if oid else "-"
 
 
+def on_terminal() -> bool:
+    """Whether a person watches standard error (progress bars are drawn only for them)."""
+    return sys.stderr.isatty()
+
+
 @contextmanager
 def progress_bar(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
-    """A progress callback drawing a bar on a terminal for large transfers (None elsewhere)."""
-    if not sys.stderr.isatty():
+    """A progress callback drawing a bar on standard error, for transfers of at least
+    PROGRESS_FROM_BYTES watched on a terminal (None elsewhere: pipes and agents get no noise)."""
+    if not on_terminal():
         yield None
         return
-    bar: Any = None
-    shown = 0
+    drawn = False
 
     def update(done: int, total: int | None) -> None:
-        nonlocal bar, shown
-        if bar is None:
-            if total is not None and total < PROGRESS_FROM_BYTES:
-                return
-            bar = click.progressbar(length=total, label=label, file=sys.stderr).__enter__()
-        bar.update(done - shown)
-        shown = done
+        nonlocal drawn
+        if total is not None and total < PROGRESS_FROM_BYTES:
+            return
+        drawn = True
+        click.echo("\r" + bar_line(label, done, total), nl=False, err=True)
 
     try:
         yield update
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        if drawn:
+            click.echo(err=True)
+
+
+def bar_line(label: str, done: int, total: int | None, width: int = 30) -> str:
+    """``uploading [#########.....]  31%  0.6/2.0 MiB`` (no bar when the size is unknown)."""
+    mib = done / 2**20
+    if not total:
+        return f"{label} {mib:.1f} MiB"
+    filled = width * done // total
+    return (
+        f"{label} [{'#' * filled}{'.' * (width - filled)}] {100 * done // total:3d}%  {mib:.1f}/{total / 2**20:.1f} MiB"
+    )
 
 
 @click.group(cls=AgentGitGroup)

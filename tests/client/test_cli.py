@@ -185,3 +185,15 @@ def test_the_console_script_runs_with_the_token_from_the_environment(server, rep
     )
     assert done.returncode == 0, done.stderr
     assert repo in [r["name"] for r in json.loads(done.stdout)["repos"]]
+
+
+def test_large_transfers_show_a_progress_bar_on_a_terminal(run, tmp_path, monkeypatch):
+    monkeypatch.setattr("agentgit.cli.on_terminal", lambda: True)
+    big = tmp_path / "big.bin"
+    big.write_bytes(bytes(range(256)) * 8192)  # 2 MiB
+    landed = run("land", "-m", "big", "--write", f"big.bin={big}")
+    assert "uploading" in landed.stderr and "100%" in landed.stderr
+
+    out = tmp_path / "copy.bin"
+    fetched = run("cat", "main", "big.bin", "-o", str(out))
+    assert "downloading" in fetched.stderr and out.read_bytes() == big.read_bytes()

@@ -354,3 +354,14 @@ def test_the_package_does_not_import_django():
 
     code = "import sys, agentgit; assert not any(m.startswith('django') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(agentgit.__file__).parent.parent)
+
+
+def test_retry_after_is_the_hint_when_the_body_has_none():
+    from agentgit._core import Config, retry_delay
+
+    response = httpx.Response(
+        503, json={"error": {"code": "unavailable", "message": "busy", "retryable": True}}, headers={"Retry-After": "2"}
+    )
+    error = errors.error_from_response(response)
+    assert isinstance(error, errors.Unavailable) and error.retry_after_ms == 2000
+    assert retry_delay(0, error, Config.resolve("http://x", "t")) == 2.0
