@@ -16,15 +16,19 @@ from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
 from agentgit_site.mcp import McpEndpoint, with_mcp  # noqa: E402
-from repos.api.events import EventsConsumer  # noqa: E402
+from agentgit_site.observability import AccessLog  # noqa: E402
+from repos.api import events  # noqa: E402
 
 # The agent tools over MCP at /mcp (agentgit_site/mcp.py), behind the same guards as Django.
 mcp_endpoint = McpEndpoint()
 
-application = ProtocolTypeRouter(
-    {
-        "http": LoadShedding(BodyLimit(with_mcp(mcp_endpoint, django_application))),
-        "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
-        "lifespan": mcp_endpoint.lifespan,
-    }
+# The access log (and request metrics) outermost: it sees every answer, refusals included.
+application = AccessLog(
+    ProtocolTypeRouter(
+        {
+            "http": LoadShedding(BodyLimit(with_mcp(mcp_endpoint, django_application))),
+            "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+            "lifespan": mcp_endpoint.lifespan,
+        }
+    )
 )

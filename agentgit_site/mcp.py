@@ -22,6 +22,7 @@ import json
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
+from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from agentgit.mcp_server import build_server
@@ -71,14 +72,19 @@ def transport_security() -> TransportSecuritySettings:
     )
 
 
+def backend_of(ctx: Context) -> ServiceBackend:
+    """The tools' backend for a request: the services, for the credential that authenticated it."""
+    request = ctx.request_context.request
+    if request is None:  # not over HTTP: nothing authenticated it
+        raise Unauthenticated("the AgentGit tools at /mcp need an HTTP request with a token")
+    return ServiceBackend(request.scope[CREDENTIAL])
+
+
 class McpEndpoint:
     """The ASGI application answering ``/mcp``; also the application's lifespan handler."""
 
     def __init__(self) -> None:
-        self.server = build_server(
-            lambda ctx: ServiceBackend(ctx.request_context.request.scope[CREDENTIAL]),
-            own_logging=False,  # the server's logging is settings.LOGGING's
-        )
+        self.server = build_server(backend_of, own_logging=False)  # the server's logging is settings.LOGGING's
         self.app = self.server.streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True, transport_security=transport_security()
         )

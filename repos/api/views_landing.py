@@ -38,8 +38,9 @@ class LandOutcome(s.OutcomeSerializer):
     )
 
 
-class LandQueued(s.OperationQueuedSerializer):
-    # Plain text: a second component with the one-value enum would make its name collide.
+class LandQueued(serializers.Serializer):
+    operation = serializers.IntegerField(help_text="Poll GET .../operations/{id}.")
+    # Plain text: a second component with the one-value enum of OperationQueued would collide.
     state = serializers.CharField(help_text="`queued`.")
     changeset = serializers.CharField(help_text="The changeset this call wrote (and proposed).")
     proposal = serializers.IntegerField()

@@ -48,13 +48,16 @@ def land(
         raise Invalid("parent is a revision (a changeset id or a stream name) or null")
     if not isinstance(message, str):
         raise Invalid("message must be a string")
+    provenance = {} if provenance is None else provenance
+    if not isinstance(provenance, dict):
+        raise Invalid("provenance must be an object")
     with transaction.atomic():
         changeset = content.create_changeset(
             repository,
             parent=parent,
             operations=operations,
             message=message,
-            provenance={} if provenance is None else provenance,
+            provenance=provenance,
             credential=credential,
         )
         title = (message.strip().splitlines() or [""])[0][:_TITLE_LENGTH]

@@ -8,7 +8,7 @@ import itertools
 import httpx
 import pytest
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 _names = itertools.count(1)
 

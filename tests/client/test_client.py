@@ -163,7 +163,7 @@ def test_typed_errors_by_code(server, ag, repo):
 
 
 def test_too_large_and_unavailable_from_a_server_with_small_limits():
-    from repos.benchmarks.deployment import Deployment
+    from tests.deployment import Deployment
 
     env = {"AGENTGIT_MAX_BODY_BYTES": "4096", "AGENTGIT_MAX_CONCURRENT_REQUESTS": "1"}
     with Deployment("embedded", env=env) as small:
