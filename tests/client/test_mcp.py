@@ -163,3 +163,26 @@ def test_mcp_over_http_checks_the_host(server, host):
         headers={"Authorization": f"Bearer {server.token}", "Host": host},
     )
     assert answer.status_code in (400, 421)
+
+
+def test_the_parent_application_enters_and_leaves_the_sdk_lifespan():
+    from agentgit_site.mcp import McpEndpoint
+
+    endpoint = McpEndpoint()
+    sent: list[str] = []
+
+    async def run() -> None:
+        messages: asyncio.Queue = asyncio.Queue()
+        for kind in ("lifespan.startup", "lifespan.shutdown"):
+            messages.put_nowait({"type": kind})
+
+        async def send(message: dict) -> None:
+            sent.append(message["type"])
+            if message["type"] == "lifespan.startup.complete":
+                assert endpoint._ready is not None and endpoint._ready.is_set()  # the session manager runs
+
+        await endpoint.lifespan({"type": "lifespan"}, messages.get, send)
+        assert endpoint._task.done()  # and has stopped
+
+    asyncio.run(run())
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
