@@ -9,9 +9,9 @@ WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-# Named after the requirements' content: an edited requirements file reinstalls,
-# a merely touched one (checkout, clone) does not.
-INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
+# Named after the requirements' content (and the client package's, client/pyproject.toml): an
+# edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
+INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
 .PHONY: serve test lint clean setup git
 
@@ -47,8 +47,11 @@ git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
 
+# The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
+# their tests (tests/client) run from the work tree.
 $(INSTALLED):
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/dev.txt
+	$(PY) -m pip install --quiet -e 'client[mcp]'
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -22,8 +22,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import Admit, BodyLimit, LoadShedding  # noqa: E402
+from agentgit_site.mcp import McpEndpoint, with_mcp  # noqa: E402
 from agentgit_site.observability import AccessLog  # noqa: E402
 from repos.api import events  # noqa: E402
+
+# The agent tools over MCP at /mcp (agentgit_site/mcp.py), behind the same guards as Django.
+mcp_endpoint = McpEndpoint()
 
 # The access log (and request metrics) outermost: it sees every answer, refusals included.
 # Then the guards: shedding and the body limit refuse before any work, and Admit reads the
@@ -34,8 +38,9 @@ application = AccessLog(
             Admit(
                 ProtocolTypeRouter(
                     {
-                        "http": django_application,
+                        "http": with_mcp(mcp_endpoint, django_application),
                         "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+                        "lifespan": mcp_endpoint.lifespan,
                     }
                 )
             )

@@ -54,6 +54,8 @@ AGENTGIT: dict[str, Any] = {
     "MAX_BODY_BYTES": _env_int("AGENTGIT_MAX_BODY_BYTES", 100 * 1024 * 1024),
     # How long the integrate endpoint waits for its outcome before answering 202 with the operation.
     "INTEGRATE_WAIT_S": float(os.environ.get("AGENTGIT_INTEGRATE_WAIT_S", "30")),
+    # How long an Idempotency-Key is remembered (per credential) after its first use, seconds.
+    "IDEMPOTENCY_TTL_S": _env_int("AGENTGIT_IDEMPOTENCY_TTL_S", 24 * 3600),
     # The compare-and-swap safety net: attempts, and the longest wait between them.
     "INTEGRATE_ATTEMPTS": _env_int("AGENTGIT_INTEGRATE_ATTEMPTS", 24),
     "INTEGRATE_BACKOFF_MS": _env_int("AGENTGIT_INTEGRATE_BACKOFF_MS", 32),

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, history_bench, report
+from . import candidates, cycle, engine_bench, history_bench, landing_cost, report
 
 #: Where a suite reports what it is doing (the command's stderr).
 Log = Callable[[str], None]
@@ -251,6 +251,28 @@ def _history_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, history_bench.history_json(run), table)
 
 
+# ------------------------------------------------------------------------------ landing
+
+
+def _landing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landings", type=positive, default=50, help="landings per way (default: %(default)s)")
+    parser.add_argument("--size", type=positive, default=1024, help="bytes per file (default: %(default)s)")
+    parser.add_argument("--url", help="a running server instead of a fresh embedded deployment (needs --token)")
+    parser.add_argument("--token", help="a token with scopes write, integrate and admin, for --url")
+
+
+def _landing_run(options: dict[str, Any], log: Log) -> Results:
+    if options["url"] and not options["token"]:
+        raise BenchmarkFailed("--url needs --token")
+    try:
+        rows = landing_cost.run_landing_cost(
+            options["landings"], options["size"], log, options["url"], options["token"]
+        )
+    except AssertionError as error:  # an answer that was not the fast-forward each landing is
+        raise BenchmarkFailed(str(error)) from None
+    return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
+
+
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
 SUITES: dict[str, Suite] = {
     suite.name: suite
@@ -278,6 +300,12 @@ SUITES: dict[str, Suite] = {
             "log and ancestry reads over long histories, with and without the derived data",
             _history_arguments,
             _history_run,
+        ),
+        Suite(
+            "landing",
+            "requests and bytes per landing of a two-file change: the separate endpoints against one call",
+            _landing_arguments,
+            _landing_run,
         ),
     )
 }

@@ -422,6 +422,17 @@ class ChangesetCreate(Body):
         return value
 
 
+class LandCreate(ChangesetCreate):
+    """A landing in one call: a changeset's fields, with ``parent`` optional (the stream's head)."""
+
+    parent = Patterned(  # type: ignore[assignment]
+        schema.REVISION,
+        required=False,
+        allow_null=True,
+        help_text="A revision; omitted: the stream's head; null: a root changeset.",
+    )
+
+
 def _holds_nul(value: object) -> bool:
     """Whether a JSON value has NUL in any of its strings, keys included (PostgreSQL's jsonb refuses it)."""
     if isinstance(value, str):

@@ -16,6 +16,7 @@ from ..services import integration, proposals, repositories
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
+from .idempotency import IDEMPOTENCY_KEY, created, idempotent, integration_of
 from .schema import id_parameter
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
@@ -113,19 +114,24 @@ class ProposalsView(ApiView):
     @extend_schema(
         summary="Open a proposal",
         request=s.ProposalCreate,
+        parameters=[IDEMPOTENCY_KEY],
         responses={201: s.ProposalSerializer, **s.errors(400, 404)},
     )
     def post(self, request, repo):
         """Open a proposal to land ``head`` on ``stream`` (404 if either is unknown)."""
         body = validated(s.ProposalCreate, request)
-        proposal = proposals.open_proposal(
-            repository(repo),
-            stream=body["stream"],
-            head=body["head"],
-            title=body.get("title", ""),
-            credential=request.auth,
-        )
-        return Response(s.ProposalSerializer(proposal).data, status=201)
+
+        def open_one() -> dict:
+            proposal = proposals.open_proposal(
+                repository(repo),
+                stream=body["stream"],
+                head=body["head"],
+                title=body.get("title", ""),
+                credential=request.auth,
+            )
+            return s.ProposalSerializer(proposal).data
+
+        return created(request, open_one)
 
 
 @extend_schema(tags=["proposals"])
@@ -149,6 +155,7 @@ class IntegrateView(ApiView):
         request=s.Integrate,
         parameters=[
             id_parameter("proposal_id"),
+            IDEMPOTENCY_KEY,
             OpenApiParameter(
                 "wait",
                 {"type": "number", "minimum": 0, "maximum": MAX_INTEGRATE_WAIT_S},
@@ -169,9 +176,13 @@ class IntegrateView(ApiView):
         validated(s.Integrate, request)  # nothing in it is read, but it must be ``{}``
         default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
         wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
-        proposal = proposals.get_proposal(repository(repo), proposal_id)
-        operation = integration.wait_for(integration.request_integration(proposal), wait)
-        return operation_answer(operation)
+        found = repository(repo)
+        proposal = proposals.get_proposal(found, proposal_id)
+        return idempotent(
+            request,
+            lambda: {"operation": integration.request_integration(proposal).pk},
+            lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
+        )
 
 
 def operation_answer(operation: Operation) -> Response:

@@ -16,6 +16,7 @@ from ..services.repositories import split_rev_path
 from . import schema
 from . import serializers as s
 from .base import ApiView, read_body, repository, validated
+from .idempotency import IDEMPOTENCY_KEY, created
 from .schema import BLOB_ID, FILE_PATH, REV
 
 RAW_BODY = {"application/octet-stream": OpenApiTypes.BINARY}
@@ -120,6 +121,7 @@ class ChangesetsView(ApiView):
     @extend_schema(
         summary="Write a changeset",
         request=s.ChangesetCreate,
+        parameters=[IDEMPOTENCY_KEY],
         responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)},
     )
     def post(self, request, repo):
@@ -128,15 +130,19 @@ class ChangesetsView(ApiView):
         a blob is missing, a write names both or neither of ``blob`` and ``content``, or the
         operations contradict each other or the parent's tree; 404 when the parent is unknown."""
         body = validated(s.ChangesetCreate, request)
-        changeset = content.create_changeset(
-            repository(repo),
-            parent=body["parent"],
-            operations=body["operations"],
-            message=body.get("message", ""),
-            provenance={} if body.get("provenance") is None else body["provenance"],
-            credential=request.auth,
-        )
-        return Response(s.ChangesetSerializer(changeset).data, status=201)
+
+        def write() -> dict:
+            changeset = content.create_changeset(
+                repository(repo),
+                parent=body["parent"],
+                operations=body["operations"],
+                message=body.get("message", ""),
+                provenance={} if body.get("provenance") is None else body["provenance"],
+                credential=request.auth,
+            )
+            return s.ChangesetSerializer(changeset).data
+
+        return created(request, write)
 
 
 @extend_schema(tags=["content"])

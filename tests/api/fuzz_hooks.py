@@ -5,11 +5,17 @@ The event feed holds a request open for ``?timeout=`` seconds (25 by default) wh
 due, so the run asks for :data:`FEED_SECONDS` (what is there, then the end): a valid ``timeout`` is
 lowered and a missing one added. Invalid values are sent as generated, so refusing them is still
 tested.
+
+An ``Idempotency-Key`` is a unique string by contract: the generator draws the same short keys
+("0") for different bodies, which the server rightly refuses as a reused key. A valid key is made
+unique per request (an invalid one is sent as generated, so refusing it is still tested).
 """
 
 from __future__ import annotations
 
 import math
+import re
+import uuid
 
 import schemathesis
 
@@ -23,8 +29,14 @@ def _documented_maximum(case) -> float:
     return 0.0
 
 
+VALID_KEY = re.compile(r"[!-~]{1,255}")
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs) -> None:
+    key = (case.headers or {}).get("Idempotency-Key")
+    if isinstance(key, str) and VALID_KEY.fullmatch(key):
+        case.headers = {**case.headers, "Idempotency-Key": uuid.uuid4().hex}
     if not case.path.endswith("/events"):
         return
     query = dict(case.query or {})

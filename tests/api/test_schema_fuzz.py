@@ -42,6 +42,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/blobs/{blob_id}": "the bytes must hash to the id in the URL",
     "/api/v1/repos/{repo}/blobs/batch": "each blob's bytes must hash to its id",
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
+    "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
 }
 
 
