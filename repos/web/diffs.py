@@ -1,0 +1,256 @@
+"""A diff as the pages show it: files with hunks of lines, unified or side by side, changed words
+marked, renames with their similarity, and limits that keep a huge change usable.
+
+The input is the engine's file changes (``repos.services.browse.changes``); lines are matched with
+patience diff (as blame is), words inside a changed line with difflib. All text is escaped here;
+the only markup added is ``<span class="x">`` around changed words.
+
+Limits (what GitHub does, in spirit): a page renders at most :data:`MAX_FILES` files and
+:data:`MAX_PAGE_LINES` diff lines; a file shows at most :data:`MAX_FILE_LINES` (more on the
+file's own diff page, up to :data:`MAX_SINGLE_FILE_LINES`); files over 1 MB and binary files are
+named with their sizes only. Everything cut says so and links to the full view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from itertools import zip_longest
+
+from patiencediff import PatienceSequenceMatcher
+
+from engine.objects import MODE_GITLINK, is_binary, split_lines
+from engine.renames import FileChange
+
+from .render import MAX_DISPLAY_BYTES, cut_line
+
+MAX_FILES = 300
+MAX_PAGE_LINES = 20_000
+MAX_FILE_LINES = 3_000
+MAX_SINGLE_FILE_LINES = 50_000
+#: Lines longer than this are not compared word by word.
+MAX_WORD_DIFF_CHARS = 1_000
+CONTEXT = 3
+
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+@dataclass
+class Line:
+    """One diff line: ``kind`` is ``context``, ``add`` or ``del``; ``html`` is escaped text."""
+
+    kind: str
+    old: int | None
+    new: int | None
+    html: str
+
+
+@dataclass
+class Hunk:
+    header: str
+    #: Unified layout: the lines in order.
+    lines: list[Line] = field(default_factory=list)
+    #: Side-by-side layout: (left, right) pairs, either may be None.
+    rows: list[tuple[Line | None, Line | None]] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    """One file of a diff, with what to show of it."""
+
+    status: str
+    path: str
+    old_path: str | None
+    similarity: int | None
+    additions: int = 0
+    deletions: int = 0
+    hunks: list[Hunk] = field(default_factory=list)
+    #: Why there is nothing (or not everything) to show, as a sentence; "" when all is shown.
+    note: str = ""
+    #: The hunks stop early: the file's own page shows more.
+    truncated: bool = False
+    #: Not compared at all (over the page's limits): counts are unknown.
+    skipped: bool = False
+
+    @property
+    def anchor(self) -> str:
+        return "diff-" + hashlib.sha1(self.path.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+    @property
+    def display_path(self) -> str:
+        return f"{self.old_path} → {self.path}" if self.old_path else self.path
+
+
+@dataclass
+class Diff:
+    files: list[FileDiff]
+    additions: int
+    deletions: int
+    #: Some files were not compared (the page's limits): their rows link to their own diff.
+    skipped: int
+
+
+def build(
+    changes: list[FileChange],
+    read_blob: Callable[[str], bytes],
+    *,
+    split: bool,
+    ignore_whitespace: bool,
+    single_file: bool = False,
+) -> Diff:
+    """The page's model of ``changes``; ``read_blob(id)`` reads a blob of the repository."""
+    files: list[FileDiff] = []
+    budget = MAX_SINGLE_FILE_LINES if single_file else MAX_PAGE_LINES
+    per_file = MAX_SINGLE_FILE_LINES if single_file else MAX_FILE_LINES
+    skipped = 0
+    for number, change in enumerate(changes):
+        item = FileDiff(change.status, change.path, change.old_path, change.similarity)
+        files.append(item)
+        if number >= MAX_FILES or budget <= 0:
+            item.skipped = True
+            item.note = "Not compared on this page (a large change): open the file's own diff."
+            skipped += 1
+            continue
+        old = _content(change.old, read_blob)
+        new = _content(change.new, read_blob)
+        if isinstance(old, str) or isinstance(new, str):
+            item.note = old if isinstance(old, str) else new
+            continue
+        if old == new:
+            if change.status == "renamed":
+                item.note = "Renamed without changes."
+            elif change.old is not None and change.new is not None and change.old.mode != change.new.mode:
+                item.note = f"Mode changed from {change.old.mode:o} to {change.new.mode:o}."
+            continue
+        shown = _compare(item, old, new, split=split, ignore_whitespace=ignore_whitespace, limit=min(per_file, budget))
+        budget -= shown
+        if not item.hunks and not item.note:
+            item.note = "Only whitespace changed." if ignore_whitespace else "No textual change."
+    return Diff(files, sum(f.additions for f in files), sum(f.deletions for f in files), skipped)
+
+
+def _content(entry, read_blob) -> list[bytes] | str:
+    """The file's lines, or the sentence that replaces them (binary, too large, submodule)."""
+    if entry is None:
+        return []
+    if entry.mode == MODE_GITLINK:
+        return f"Submodule at {entry.id}."
+    data = read_blob(entry.id)
+    if is_binary(data):
+        return f"Binary file, {len(data):,} bytes."
+    if len(data) > MAX_DISPLAY_BYTES:
+        return f"File too large to compare here ({len(data):,} bytes): view it raw."
+    return split_lines(data)
+
+
+def _compare(item: FileDiff, old: list[bytes], new: list[bytes], *, split: bool, ignore_whitespace: bool, limit: int):
+    """Fill ``item``'s hunks and counts; returns the number of lines shown."""
+    old_text = [_text(line) for line in old]
+    new_text = [_text(line) for line in new]
+    if ignore_whitespace:
+        old_keys = ["".join(text.split()) for text in old_text]
+        new_keys = ["".join(text.split()) for text in new_text]
+    else:
+        old_keys, new_keys = old_text, new_text
+    matcher = PatienceSequenceMatcher(None, old_keys, new_keys)
+    shown = 0
+    for group in matcher.get_grouped_opcodes(CONTEXT):
+        first, last = group[0], group[-1]
+        hunk = Hunk(f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                for k in range(i2 - i1):
+                    line = Line("context", i1 + k + 1, j1 + k + 1, _escape(new_text[j1 + k]))
+                    _add(hunk, split, line, line)
+                continue
+            item.deletions += i2 - i1
+            item.additions += j2 - j1
+            olds = [Line("del", i + 1, None, _escape(old_text[i])) for i in range(i1, i2)]
+            news = [Line("add", None, j + 1, _escape(new_text[j])) for j in range(j1, j2)]
+            for left, right in zip(olds, news):
+                left.html, right.html = _word_diff(old_text[left.old - 1], new_text[right.new - 1])
+            if split:
+                hunk.rows.extend(zip_longest(olds, news))
+            else:
+                hunk.lines.extend(olds + news)
+        size = len(hunk.rows) if split else len(hunk.lines)
+        if shown >= limit:
+            item.truncated = True  # keep counting the changes; show no more lines
+            continue
+        if shown + size > limit:
+            size = limit - shown  # a hunk over the limit: its beginning
+            hunk.rows, hunk.lines = hunk.rows[:size], hunk.lines[:size]
+            item.truncated = True
+        item.hunks.append(hunk)
+        shown += size
+    if item.truncated:
+        item.note = "This diff is long: only its beginning is shown."
+    return shown
+
+
+def _add(hunk: Hunk, split: bool, left: Line, right: Line) -> None:
+    if split:
+        hunk.rows.append((left, right))
+    else:
+        hunk.lines.append(left)
+
+
+def _text(line: bytes) -> str:
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    return cut_line(text)[0]
+
+
+def _escape(text: str) -> str:
+    return html.escape(text)
+
+
+def _word_diff(old: str, new: str) -> tuple[str, str]:
+    """Both lines as HTML with the words that differ wrapped in ``<span class="x">``."""
+    if len(old) > MAX_WORD_DIFF_CHARS or len(new) > MAX_WORD_DIFF_CHARS:
+        return html.escape(old), html.escape(new)
+    a, b = _WORDS.findall(old), _WORDS.findall(new)
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.3:
+        return html.escape(old), html.escape(new)  # a rewritten line: marking every word says nothing
+    left, right = [], []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        removed, added = html.escape("".join(a[i1:i2])), html.escape("".join(b[j1:j2]))
+        if tag == "equal":
+            left.append(removed)
+            right.append(added)
+            continue
+        if removed:
+            left.append(f'<span class="x">{removed}</span>')
+        if added:
+            right.append(f'<span class="x">{added}</span>')
+    return "".join(left), "".join(right)
+
+
+@dataclass
+class TreeRow:
+    """One row of the changed-files tree: a directory or a file, indented by ``depth``."""
+
+    depth: int
+    name: str
+    file: FileDiff | None
+
+
+def file_tree(files: list[FileDiff]) -> list[TreeRow]:
+    """The changed files as a directory tree (directories once, before their files), in path order."""
+    rows: list[TreeRow] = []
+    opened: list[str] = []
+    for item in sorted(files, key=lambda f: f.path.split("/")):
+        *directories, name = item.path.split("/")
+        common = 0
+        while common < len(opened) and common < len(directories) and opened[common] == directories[common]:
+            common += 1
+        opened = opened[:common]
+        for depth in range(common, len(directories)):
+            rows.append(TreeRow(depth, directories[depth] + "/", None))
+            opened.append(directories[depth])
+        rows.append(TreeRow(len(directories), name, item))
+    return rows
