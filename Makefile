@@ -17,7 +17,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git
+.PHONY: serve test lint clean setup git chromium
 
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
@@ -37,13 +37,19 @@ lint: $(INSTALLED)
 clean:
 	rm -rf $(VENV) var staticfiles
 
-setup: git $(INSTALLED)
+setup: git chromium $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 
 # git serves clones and pushes (DESIGN.md, decision 3) and is the oracle of the engine tests.
 git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
+
+# The web UI's browser tests (tests/web/) drive Debian's chromium through Playwright;
+# Playwright's own browser download cannot work here.
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 $(INSTALLED):
 	test -x $(PY) || python3 -m venv $(VENV)

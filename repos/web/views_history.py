@@ -83,12 +83,13 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
     infos = browse.describe(repository, [line["changeset"] for line in lines])
     oldest = min((info.time for info in infos.values()), default=0)
     newest = max((info.time for info in infos.values()), default=0)
-    span = max(newest - oldest, 1)
+    span = newest - oldest
     hunks: list[dict] = []
     for line in lines:
         if not hunks or hunks[-1]["info"].id != line["changeset"]:
             info = infos[line["changeset"]]
-            age = round((AGE_STEPS - 1) * (info.time - oldest) / span)
+            # One moment for all (a file written once): everything is as new as it gets.
+            age = round((AGE_STEPS - 1) * (info.time - oldest) / span) if span else AGE_STEPS - 1
             hunks.append({"info": info, "age": age, "first": line["number"], "lines": []})
         hunks[-1]["lines"].append((line["number"], content.cut_line(line["text"])[0]))
     context.update(
