@@ -39,7 +39,7 @@ def repository_home(request: HttpRequest, repository) -> HttpResponse:
     readme = None
     entries = []
     if default is not None and default.head:
-        entries = reads.tree(repository, default.head)
+        entries = sorted(reads.tree(repository, default.head), key=lambda e: (e["type"] != "dir", e["name"]))
         readme = _readme(repository, default.head, entries)
     integrations = browse.recent_events(repository, [STREAM_INTEGRATE], limit=10)
     open_proposals = list(proposals.list_proposals(repository, state=Proposal.State.OPEN)[:10])
