@@ -22,7 +22,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from repos.benchmarks import cycle, deployment, history_bench
+from repos.benchmarks import cycle, deployment, history_bench, web_bench
 from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.engine_bench import (
     BACKENDS,
@@ -88,7 +88,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("suite", choices=["engine", "candidates", "cycle", "history"], help="what to benchmark")
+        parser.add_argument(
+            "suite", choices=["engine", "candidates", "cycle", "history", "web"], help="what to benchmark"
+        )
         parser.add_argument(
             "--sizes",
             type=_sizes,
@@ -143,7 +145,18 @@ class Command(BaseCommand):
             help="history lengths in changesets, comma-separated (default: %(default)s)",
         )
 
+        group = parser.add_argument_group("web", "options of the web suite (samples: --samples, default 20 here)")
+        group.add_argument(
+            "--files", type=_positive, default=web_bench.DEFAULT_FILES, help="files of the big repository"
+        )
+        group.add_argument(
+            "--changesets", type=_positive, default=web_bench.DEFAULT_COMMITS, help="its changesets after the import"
+        )
+
     def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+        if suite == "web":
+            self.web(options["files"], options["changesets"], samples, json_path, markdown_path)
+            return
         if suite == "history":
             self.history(options["commits"], samples, json_path, markdown_path)
             return
@@ -210,6 +223,27 @@ class Command(BaseCommand):
             Path(json_path).write_text(json.dumps(history_bench.history_json(run), indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(table)
+
+    def web(self, files, changesets, samples, json_path, markdown_path) -> None:
+        samples = web_bench.DEFAULT_SAMPLES if samples == DEFAULT_SAMPLES else samples
+        with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
+
+            def on_step(name: str) -> None:
+                bar.set_description(name)
+                bar.update(1)
+
+            try:
+                run = web_bench.run_web_benchmark(files, changesets, samples=samples, on_step=on_step)
+            except AssertionError as error:
+                raise CommandError(str(error)) from None
+        table = web_bench.format_web(run)
+        self.stdout.write(table, ending="")
+        if json_path:
+            Path(json_path).write_text(json.dumps(web_bench.web_json(run), indent=2) + "\n")
+        if markdown_path:
+            Path(markdown_path).write_text(table)
+        if run.growing:
+            raise CommandError("query counts grow with the repository: " + ", ".join(run.growing))
 
     def candidates(self, sizes, samples, json_path, markdown_path) -> None:
         with tqdm(file=sys.stderr, disable=None, unit="cell") as bar:
