@@ -8,6 +8,8 @@ or of the tree (the page benchmark reports them).
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,7 @@ from engine.trees import iter_files, lookup
 
 from ..errors import NotFound, from_engine
 from ..models import Changeset, Event, Proposal, Repository, Stream
+from . import reads
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -48,6 +51,30 @@ class CommitInfo:
     def agent(self) -> str:
         agent = self.provenance.get("agent")
         return agent if isinstance(agent, str) and agent else self.author_name
+
+
+#: Blames kept per process: (repository, changeset, path) -> lines. A changeset's blame never
+#: changes, and computing one walks every change of the file (hundreds of milliseconds for a
+#: long-edited file), so a page viewed again, or its neighbour's "blame the parent", is free.
+BLAME_CACHE_ENTRIES = 64
+_blames: OrderedDict[tuple[str, str, str], list[dict]] = OrderedDict()
+_blames_lock = threading.Lock()
+
+
+def blame(repository: Repository, commit_id: str, path: str) -> list[dict]:
+    """``reads.blame`` at a changeset id, remembered for the next page that asks."""
+    key = (repository.name, commit_id, path)
+    with _blames_lock:
+        found = _blames.get(key)
+        if found is not None:
+            _blames.move_to_end(key)
+            return found
+    lines = reads.blame(repository, commit_id, path)
+    with _blames_lock:
+        _blames[key] = lines
+        while len(_blames) > BLAME_CACHE_ENTRIES:
+            _blames.popitem(last=False)
+    return lines
 
 
 def resolve(repository: Repository, rev: str) -> str:

@@ -22,7 +22,7 @@ from ..models import Repository
 from ..services import browse
 from ..services.access import access_repository
 from ..services.repositories import split_rev_path
-from . import diffs
+from . import diffs, tables
 
 #: The cookie that remembers the diff layout a user chose (``unified`` or ``split``).
 LAYOUT_COOKIE = "diff_layout"
@@ -127,5 +127,8 @@ def diff_context(request: HttpRequest, repository, old: str | None, new: str) ->
         "diff": diff,
         "options": options,
         "only": only,
-        "tree": diffs.file_tree(diff.files) if len(diff.files) > 5 else [],
+        "files_html": tables.diff_files(
+            diff.files, split=options.split, layout=options.layout, ignore_whitespace=options.ignore_whitespace
+        ),
+        "tree_html": tables.file_tree(diffs.file_tree(diff.files)) if len(diff.files) > 5 else "",
     }

@@ -17,6 +17,7 @@ from ..services import browse, proposals, reads
 from ..services.access import readable_repositories
 from ..services.events import STREAM_INTEGRATE
 from . import render as content
+from . import tables
 from .pages import breadcrumbs, repository_page, revision, revision_and_path
 
 #: Most matches the "go to file" search lists.
@@ -124,7 +125,7 @@ def file(request: HttpRequest, repository, rest: str) -> HttpResponse:
     }
     if kind == "text":
         shown = content.text_lines(path, data)
-        context.update(lines=shown.lines, highlighted=shown.highlighted, cut=shown.cut)
+        context.update(lines=shown.lines, table=tables.code_table(shown.lines, shown.highlighted), cut=shown.cut)
     return render(request, "web/file.html", context)
 
 

@@ -6,13 +6,16 @@ import time
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from engine.objects import MODE_TREE
 
 from ..errors import Invalid
 from ..services import browse, reads
+from ..templatetags.web import when
 from . import render as content
+from . import tables
 from .pages import breadcrumbs, diff_context, remember_layout, repository_page, revision, revision_and_path
 
 #: Changesets per log page.
@@ -79,7 +82,7 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
     if kind != "text":
         context["size"] = len(data)
         return render(request, "web/blame.html", context)
-    lines = reads.blame(repository, rev.id, path)
+    lines = browse.blame(repository, rev.id, path)
     infos = browse.describe(repository, [line["changeset"] for line in lines])
     oldest = min((info.time for info in infos.values()), default=0)
     newest = max((info.time for info in infos.values()), default=0)
@@ -94,6 +97,13 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
         hunks[-1]["lines"].append((line["number"], content.cut_line(line["text"])[0]))
     context.update(
         hunks=hunks,
+        table=tables.blame_table(
+            hunks,
+            changeset_url=reverse("web:changeset", args=[repository.name, "-"])[:-1],
+            blame_url=reverse("web:blame", args=[repository.name, "-"])[:-1],
+            path=path,
+            when=when,
+        ),
         legend=list(range(AGE_STEPS)),
         oldest=oldest,
         newest=newest,
@@ -123,5 +133,8 @@ def log(request: HttpRequest, repository, rest: str = "") -> HttpResponse:
         "first": offset + 1,
         "last": offset + len(ids),
         "paged": bool(cursor),
+        # Prefixes, not {% url %} per row: reversing costs more than the rest of a row.
+        "changeset_url": reverse("web:changeset", args=[repository.name, "-"])[:-1],
+        "tree_url": reverse("web:tree", args=[repository.name, "-"])[:-1],
     }
     return render(request, "web/log.html", context)
