@@ -29,6 +29,8 @@ from engine.changeset import Write, create_changeset
 from engine.objects import BLOB, Signature, hash_object
 from engine.store import MemoryStore
 
+from .report import text_table
+
 DEFAULT_FILES = 100_000
 DEFAULT_COMMITS = 3_000
 DEFAULT_SAMPLES = 20
@@ -230,13 +232,7 @@ def format_web(run: WebRun) -> str:
         ]
         for row in run.rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-
-    def render(line: list[str]) -> str:
-        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths)) + " |"
-
-    out = [render(lines[0]), "|" + "|".join("-" * (width + 2) for width in widths) + "|"]
-    out += [render(line) for line in lines[1:]]
+    out = text_table(lines)
     out += [f"{step}: {seconds:.1f} s" for step, seconds in run.build_s.items()]
     if run.growing:
         out.append("query counts that grow with the repository: " + ", ".join(run.growing))

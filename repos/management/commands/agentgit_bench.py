@@ -81,6 +81,21 @@ def _positive(text: str) -> int:
     return value
 
 
+def _with_progress(work):
+    """``work(step)`` with a progress bar that ``step(name)`` advances; a failed row's
+    AssertionError becomes the command's error."""
+    with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
+
+        def step(name: str) -> None:
+            bar.set_description(name)
+            bar.update(1)
+
+        try:
+            return work(step)
+        except AssertionError as error:
+            raise CommandError(str(error)) from None
+
+
 class Command(BaseCommand):
     help = (
         "Measure the engine's hot paths by repository size beside the git binary doing the same work (engine), "
@@ -207,16 +222,7 @@ class Command(BaseCommand):
             Path(markdown_path).write_text(table)
 
     def history(self, commits, samples, json_path, markdown_path) -> None:
-        with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
-
-            def on_row(name: str) -> None:
-                bar.set_description(name)
-                bar.update(1)
-
-            try:
-                run = history_bench.run_history_benchmark(commits, samples=samples, on_row=on_row)
-            except AssertionError as error:
-                raise CommandError(str(error)) from None
+        run = _with_progress(lambda step: history_bench.run_history_benchmark(commits, samples=samples, on_row=step))
         table = history_bench.format_history(run)
         self.stdout.write(table, ending="")
         if json_path:
@@ -226,16 +232,7 @@ class Command(BaseCommand):
 
     def web(self, files, changesets, samples, json_path, markdown_path) -> None:
         samples = web_bench.DEFAULT_SAMPLES if samples == DEFAULT_SAMPLES else samples
-        with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
-
-            def on_step(name: str) -> None:
-                bar.set_description(name)
-                bar.update(1)
-
-            try:
-                run = web_bench.run_web_benchmark(files, changesets, samples=samples, on_step=on_step)
-            except AssertionError as error:
-                raise CommandError(str(error)) from None
+        run = _with_progress(lambda step: web_bench.run_web_benchmark(files, changesets, samples=samples, on_step=step))
         table = web_bench.format_web(run)
         self.stdout.write(table, ending="")
         if json_path:
