@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from engine.errors import EngineError
@@ -96,6 +96,11 @@ def entry_at(repository: Repository, commit_id: str, path: str) -> Entry | None:
 
 def read_blob(repository: Repository, oid: str) -> bytes:
     return store_for(repository.name).read_blob(oid)
+
+
+def blob_reader(repository: Repository) -> Callable[[str], bytes]:
+    """``read(blob id) -> bytes`` for many blobs of one repository (a diff's)."""
+    return store_for(repository.name).read_blob
 
 
 def describe(repository: Repository, ids: Iterable[str]) -> dict[str, CommitInfo]:

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html
-from django.utils.timesince import timesince
 
 register = template.Library()
 
@@ -19,15 +18,35 @@ def _moment(value) -> datetime | None:
     return None
 
 
+#: Relative times in the largest unit that fits (a blame page writes hundreds: no gettext here).
+_UNITS = (
+    (365 * 86400, "year"),
+    (30 * 86400, "month"),
+    (7 * 86400, "week"),
+    (86400, "day"),
+    (3600, "hour"),
+    (60, "minute"),
+)
+
+
+def relative(seconds: float) -> str:
+    """``3 hours ago`` for 3 hours and some minutes; ``just now`` under a minute (or in the future)."""
+    for size, unit in _UNITS:
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count > 1 else ''} ago"
+    return "just now"
+
+
 @register.simple_tag
 def when(value) -> str:
     """``<time>`` with the relative time ("3 hours ago") and the exact one on hover."""
     moment = _moment(value)
     if moment is None:
         return ""
-    exact = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    ago = timesince(moment, depth=1)
-    text = "just now" if ago.startswith("0\xa0minutes") else f"{ago} ago"
+    moment = moment.astimezone(UTC)
+    exact = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = relative((datetime.now(UTC) - moment).total_seconds())
     return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), exact, text)
 
 

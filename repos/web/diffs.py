@@ -5,7 +5,7 @@ The input is the engine's file changes (``repos.services.browse.changes``); line
 patience diff (as blame is), words inside a changed line with difflib. All text is escaped here;
 the only markup added is ``<span class="x">`` around changed words.
 
-Limits (what GitHub does, in spirit): a page renders at most :data:`MAX_FILES` files and
+Limits (what GitHub does, in spirit): a page compares at most :data:`MAX_FILES` files and
 :data:`MAX_PAGE_LINES` diff lines; a file shows at most :data:`MAX_FILE_LINES` (more on the
 file's own diff page, up to :data:`MAX_SINGLE_FILE_LINES`); files over 1 MB and binary files are
 named with their sizes only. Everything cut says so and links to the full view.
@@ -28,7 +28,7 @@ from engine.renames import FileChange
 
 from .render import MAX_DISPLAY_BYTES, cut_line
 
-MAX_FILES = 300
+MAX_FILES = 1_000
 MAX_PAGE_LINES = 20_000
 MAX_FILE_LINES = 3_000
 MAX_SINGLE_FILE_LINES = 50_000

@@ -118,7 +118,7 @@ def diff_context(request: HttpRequest, repository, old: str | None, new: str) ->
         changes = [c for c in changes if only in (c.path, c.old_path)]
     diff = diffs.build(
         changes,
-        lambda oid: browse.read_blob(repository, oid),
+        browse.blob_reader(repository),
         split=options.split,
         ignore_whitespace=options.ignore_whitespace,
         single_file=bool(only),

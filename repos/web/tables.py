@@ -34,8 +34,11 @@ def blame_table(hunks: list[dict], *, changeset_url: str, blame_url: str, path: 
     """
     out = ['<table class="blame code"><colgroup><col class="who-col"><col class="num-col"><col></colgroup>']
     quoted_path = escape(quote(path, safe="/"))
+    times: dict[str, str] = {}  # one <time> per changeset: a changeset writes many hunks
     for hunk in hunks:
         info = hunk["info"]
+        if info.id not in times:
+            times[info.id] = when(info.time)
         summary = escape(info.summary)
         parent = ""
         if info.parents:
@@ -48,7 +51,7 @@ def blame_table(hunks: list[dict], *, changeset_url: str, blame_url: str, path: 
             f'<a class="sha" href="{changeset_url}{info.id}">{info.id[:12]}</a>'
             f'<span class="agent">{escape(info.agent)}</span>'
             f'<span class="summary" title="{summary}">{summary}</span>'
-            f'<span class="age">{when(info.time)}</span>{parent}</div></td>'
+            f'<span class="age">{times[info.id]}</span>{parent}</div></td>'
         )
         for index, (number, text) in enumerate(hunk["lines"]):
             start = ' class="hunk-start"' if index == 0 else ""

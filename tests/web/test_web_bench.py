@@ -16,7 +16,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_the_web_benchmark_measures_every_page_and_leaves_nothing_behind(settings, tmp_path, capsys):
     settings.AGENTGIT = {**settings.AGENTGIT, "REPOS_DIR": tmp_path / "repos"}
     out = tmp_path / "web.json"
-    call_command("agentgit_bench", "web", "--files", "2000", "--changesets", "300", "--samples", "2", "--json", str(out))
+    call_command(
+        "agentgit_bench", "web", "--files", "2000", "--changesets", "300", "--samples", "2", "--json", str(out)
+    )
     table = capsys.readouterr().out
     assert "blame (2,000 lines)" in table and "diff (500 files)" in table
     assert "the same on both repositories for every page" in table
