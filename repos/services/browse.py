@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from engine.errors import EngineError
 from engine.graph import merge_bases
-from engine.objects import MODE_TREE, Entry, check_object_id, split_path
+from engine.objects import MODE_TREE, Entry, check_object_id, is_object_id, split_path
 from engine.renames import FileChange, diff_with_renames
 from engine.trees import iter_files, lookup
 
 from ..errors import NotFound, from_engine
 from ..models import Changeset, Event, Proposal, Repository, Stream
-from . import reads
+from . import reads, repositories
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -80,6 +80,14 @@ def blame(repository: Repository, commit_id: str, path: str) -> list[dict]:
 def resolve(repository: Repository, rev: str) -> str:
     """The changeset id ``rev`` names (an id or a stream name); NotFound or Invalid otherwise."""
     return resolve_rev(repository, rev)
+
+
+def split_rev_path(repository: Repository, rest: str) -> tuple[str, str]:
+    """``<rev>/<path>`` or ``<rev>`` alone (a stream name may hold '/') → ``(rev, path)``."""
+    rest = rest.strip("/")
+    if is_object_id(rest) or Stream.objects.filter(repository=repository, name=rest).exists():
+        return rest, ""
+    return repositories.split_rev_path(repository, rest)
 
 
 def entry_at(repository: Repository, commit_id: str, path: str) -> Entry | None:

@@ -18,7 +18,6 @@ import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 from itertools import zip_longest
 
 from patiencediff import PatienceSequenceMatcher
@@ -148,14 +147,16 @@ def _content(entry, read_blob) -> list[bytes] | str:
 
 
 def _compare(item: FileDiff, old: list[bytes], new: list[bytes], *, split: bool, ignore_whitespace: bool, limit: int):
-    """Fill ``item``'s hunks and counts; returns the number of lines shown."""
-    old_text = [_text(line) for line in old]
-    new_text = [_text(line) for line in new]
+    """Fill ``item``'s hunks and counts; returns the number of lines shown.
+
+    Lines are matched as bytes and decoded only where shown (a 500-file page shows a tenth of
+    the lines it compares).
+    """
     if ignore_whitespace:
-        old_keys = ["".join(text.split()) for text in old_text]
-        new_keys = ["".join(text.split()) for text in new_text]
+        old_keys = [b"".join(line.split()) for line in old]
+        new_keys = [b"".join(line.split()) for line in new]
     else:
-        old_keys, new_keys = old_text, new_text
+        old_keys, new_keys = old, new
     matcher = PatienceSequenceMatcher(None, old_keys, new_keys)
     shown = 0
     for group in matcher.get_grouped_opcodes(CONTEXT):
@@ -164,15 +165,23 @@ def _compare(item: FileDiff, old: list[bytes], new: list[bytes], *, split: bool,
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 for k in range(i2 - i1):
-                    line = Line("context", i1 + k + 1, j1 + k + 1, _escape(new_text[j1 + k]))
+                    line = Line("context", i1 + k + 1, j1 + k + 1, _escape(_text(new[j1 + k])))
                     _add(hunk, split, line, line)
                 continue
             item.deletions += i2 - i1
             item.additions += j2 - j1
-            olds = [Line("del", i + 1, None, _escape(old_text[i])) for i in range(i1, i2)]
-            news = [Line("add", None, j + 1, _escape(new_text[j])) for j in range(j1, j2)]
-            for left, right in zip(olds, news):
-                left.html, right.html = _word_diff(old_text[left.old - 1], new_text[right.new - 1])
+            old_text = [_text(line) for line in old[i1:i2]]
+            new_text = [_text(line) for line in new[j1:j2]]
+            paired = min(len(old_text), len(new_text))
+            marked = [_word_diff(old_text[k], new_text[k]) for k in range(paired)]
+            olds = [
+                Line("del", i1 + k + 1, None, marked[k][0] if k < paired else _escape(text))
+                for k, text in enumerate(old_text)
+            ]
+            news = [
+                Line("add", None, j1 + k + 1, marked[k][1] if k < paired else _escape(text))
+                for k, text in enumerate(new_text)
+            ]
             if split:
                 hunk.rows.extend(zip_longest(olds, news))
             else:
@@ -209,25 +218,31 @@ def _escape(text: str) -> str:
 
 
 def _word_diff(old: str, new: str) -> tuple[str, str]:
-    """Both lines as HTML with the words that differ wrapped in ``<span class="x">``."""
+    """Both lines as HTML with the words that differ wrapped in ``<span class="x">``.
+
+    The words between the common leading and trailing words are marked (as GitHub does): one
+    linear pass per line pair, where a word-level alignment cost a page of 500 files a third of
+    its time. A line rewritten as a whole (little in common) is left unmarked.
+    """
     if len(old) > MAX_WORD_DIFF_CHARS or len(new) > MAX_WORD_DIFF_CHARS:
         return html.escape(old), html.escape(new)
     a, b = _WORDS.findall(old), _WORDS.findall(new)
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.ratio() < 0.3:
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    if 2 * (head + tail) < 0.3 * (len(a) + len(b)):
         return html.escape(old), html.escape(new)  # a rewritten line: marking every word says nothing
-    left, right = [], []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        removed, added = html.escape("".join(a[i1:i2])), html.escape("".join(b[j1:j2]))
-        if tag == "equal":
-            left.append(removed)
-            right.append(added)
-            continue
-        if removed:
-            left.append(f'<span class="x">{removed}</span>')
-        if added:
-            right.append(f'<span class="x">{added}</span>')
-    return "".join(left), "".join(right)
+    return _mark(a, head, len(a) - tail), _mark(b, head, len(b) - tail)
+
+
+def _mark(words: list[str], start: int, stop: int) -> str:
+    before, changed, after = "".join(words[:start]), "".join(words[start:stop]), "".join(words[stop:])
+    middle = f'<span class="x">{html.escape(changed)}</span>' if changed else ""
+    return html.escape(before) + middle + html.escape(after)
 
 
 @dataclass

@@ -15,13 +15,10 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from engine.objects import is_object_id
-
 from ..errors import Invalid, NotFound
 from ..models import Repository
 from ..services import browse
 from ..services.access import access_repository
-from ..services.repositories import split_rev_path
 from . import diffs, tables
 
 #: The cookie that remembers the diff layout a user chose (``unified`` or ``split``).
@@ -71,11 +68,7 @@ def revision(repository: Repository, name: str) -> Revision:
 
 def revision_and_path(repository: Repository, rest: str) -> tuple[Revision, str]:
     """Split ``<rev>/<path>`` (stream names may hold '/'); the path is '' for ``<rev>`` alone."""
-    rest = rest.strip("/")
-    if is_object_id(rest) or repository.streams.filter(name=rest).exists():
-        name, path = rest, ""
-    else:
-        name, path = split_rev_path(repository, rest)
+    name, path = browse.split_rev_path(repository, rest)
     return revision(repository, name), browse.check_path(path)
 
 

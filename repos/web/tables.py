@@ -9,7 +9,7 @@ HTML already escaped by ``render``/``diffs``; the result is marked safe for the 
 from __future__ import annotations
 
 from html import escape
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from django.utils.safestring import SafeString, mark_safe
 
@@ -105,7 +105,7 @@ def diff_files(files: list[FileDiff], *, split: bool, layout: str, ignore_whites
     """Every file of a diff: a collapsible box with its status, paths, counts, note and hunks."""
     out = []
     for item in files:
-        query = {"path": item.path, "layout": layout, **({"w": "1"} if ignore_whitespace else {})}
+        query = f"path={quote(item.path, safe='/')}&layout={layout}{'&w=1' if ignore_whitespace else ''}"
         paths = escape(f"{item.old_path} → {item.path}" if item.old_path else item.path)
         similar = f'<span class="muted">{item.similarity}% similar</span>' if item.similarity is not None else ""
         counts = (
@@ -118,7 +118,7 @@ def diff_files(files: list[FileDiff], *, split: bool, layout: str, ignore_whites
             f'<details class="diff-file box" id="{item.anchor}" open><summary class="box-head">'
             f'<span class="status st-{item.status}">{item.status}</span><span class="path">{paths}</span>'
             f'{similar}{counts}<span class="grow"></span>'
-            f'<a href="?{escape(urlencode(query))}">File diff</a></summary>{note}{diff_table(item, split)}</details>'
+            f'<a href="?{escape(query)}">File diff</a></summary>{note}{diff_table(item, split)}</details>'
         )
     return mark_safe("".join(out))
 

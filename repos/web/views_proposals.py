@@ -25,7 +25,9 @@ def proposal_list(request: HttpRequest, repository) -> HttpResponse:
     """Proposals newest first, by state and stream (``?state=``, ``?stream=``)."""
     state = request.GET.get("state") or ""
     stream = request.GET.get("stream") or ""
-    found = proposals.list_proposals(repository, state=state or None, stream=stream or None).select_related("author")
+    found = proposals.list_proposals(repository, state=state or None, stream=stream or None).select_related(
+        "author__user"
+    )
     page = Paginator(found, PROPOSALS_PAGE).get_page(request.GET.get("page"))
     context = {
         "repository": repository,
