@@ -16,7 +16,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 from django.views.decorators.http import require_safe
 
-from repos.api.events import EventFeed  # noqa: I001 -- moves to repos.services.events (see above)
+from repos.api.events import EventFeed  # moves to repos.services.events (see the docstring)
 
 from ..errors import Invalid
 from .pages import repository_page

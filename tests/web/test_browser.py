@@ -11,7 +11,6 @@ saved under ``test-output/web/`` (git ignores it).
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -81,9 +80,7 @@ def build_history(api: ApiClient) -> dict:
 def browser():
     from playwright.sync_api import sync_playwright
 
-    if SCREENSHOTS.exists():
-        shutil.rmtree(SCREENSHOTS)
-    SCREENSHOTS.mkdir(parents=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # overwritten page by page (xdist workers share it)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
         yield chromium
