@@ -46,10 +46,11 @@ def _limited(request: HttpRequest) -> bool:
 
 
 def _next_page(request: HttpRequest) -> str:
+    """Where to go after logging in: ``next`` if it is a page of this site, else ''."""
     target = request.POST.get("next") or request.GET.get("next") or ""
     if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         return target
-    return settings.LOGIN_REDIRECT_URL
+    return ""
 
 
 @never_cache
@@ -66,7 +67,7 @@ def login(request: HttpRequest) -> HttpResponse:
         form = AuthenticationForm(request, data=request.POST)
         if form.is_valid():
             start_session(request, form.get_user())
-            return redirect(_next_page(request))
+            return redirect(_next_page(request) or settings.LOGIN_REDIRECT_URL)
     else:
         form = AuthenticationForm(request)
     return render(request, "web/login.html", {"form": form, "next": _next_page(request)})

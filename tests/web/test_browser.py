@@ -98,6 +98,7 @@ def page(browser, server):
     page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
     page.goto(server.url + "/")
     assert "/login" in page.url
+    shot(page, "00-login")
     page.fill("#id_username", "robin")
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
@@ -122,7 +123,14 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     shot(page, "02-repository")
 
     page.click("table.entries a:text-is('src/')")
-    page.click("table.entries a:text-is('app.py')")
+    assert page.locator(".crumbs").inner_text() == "demo / src"
+    assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
+    shot(page, "02-tree")
+    page.fill("input[name=q]", "app py")
+    page.press("input[name=q]", "Enter")
+    assert page.locator("ul.list li").all_inner_texts() == ["src/app.py"]
+    shot(page, "02-find")
+    page.click("ul.list a:text-is('src/app.py')")
     assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
     assert page.locator("tr#L3 td.src").inner_text().startswith("    return")
     page.click("tr#L2 td.num a")
@@ -160,6 +168,8 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     assert page.locator("table.diff.split td.del").count() == 1 and page.locator("table.diff.split td.add").count() == 1
     shot(page, "08-changeset-split")
     page.click("nav.tabs a:text-is('Log')")
+    assert page.locator("ul.log li").count() == 4  # the stream's whole history, newest first
+    shot(page, "08-stream-log")
     page.locator("ul.log a.strong").last.click()
     assert page.locator("table.diff.split").count() >= 1  # the layout is remembered
     page.click(".toggle a:text-is('Unified')")
