@@ -221,24 +221,22 @@ class Command(BaseCommand):
         if markdown_path:
             Path(markdown_path).write_text(table)
 
-    def history(self, commits, samples, json_path, markdown_path) -> None:
-        run = _with_progress(lambda step: history_bench.run_history_benchmark(commits, samples=samples, on_row=step))
-        table = history_bench.format_history(run)
+    def _emit(self, table: str, results: dict, json_path: str | None, markdown_path: str | None) -> None:
+        """Print the table; write the results as JSON and the table as markdown when asked."""
         self.stdout.write(table, ending="")
         if json_path:
-            Path(json_path).write_text(json.dumps(history_bench.history_json(run), indent=2) + "\n")
+            Path(json_path).write_text(json.dumps(results, indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(table)
+
+    def history(self, commits, samples, json_path, markdown_path) -> None:
+        run = _with_progress(lambda step: history_bench.run_history_benchmark(commits, samples=samples, on_row=step))
+        self._emit(history_bench.format_history(run), history_bench.history_json(run), json_path, markdown_path)
 
     def web(self, files, changesets, samples, json_path, markdown_path) -> None:
         samples = web_bench.DEFAULT_SAMPLES if samples == DEFAULT_SAMPLES else samples
         run = _with_progress(lambda step: web_bench.run_web_benchmark(files, changesets, samples=samples, on_step=step))
-        table = web_bench.format_web(run)
-        self.stdout.write(table, ending="")
-        if json_path:
-            Path(json_path).write_text(json.dumps(web_bench.web_json(run), indent=2) + "\n")
-        if markdown_path:
-            Path(markdown_path).write_text(table)
+        self._emit(web_bench.format_web(run), web_bench.web_json(run), json_path, markdown_path)
         if run.growing:
             raise CommandError("query counts grow with the repository: " + ", ".join(run.growing))
 
