@@ -90,7 +90,8 @@ class CredentialStatusFilter(admin.SimpleListFilter):
 
 @admin.register(Credential)
 class CredentialAdmin(admin.ModelAdmin):
-    """Tokens are created by the service and shown once, in a message after saving."""
+    """Tokens are created by the service and shown once, in a message after saving; revoked by
+    the service (the action). A credential is never edited: its page is read-only."""
 
     form = CredentialForm
     list_display = ["user", "name", "token_prefix", "scope_list", "created", "last_used", "revoked"]
@@ -106,16 +107,17 @@ class CredentialAdmin(admin.ModelAdmin):
     def get_fields(self, request, obj=None):
         if obj is None:
             return ["user", "name", "scopes", "rate", "burst"]
-        return ["user", "name", "token_prefix", "scopes", "rate", "burst", "created", "last_used", "revoked"]
+        return ["user", "name", "token_prefix", "scope_list", "rate", "burst", "created", "last_used", "revoked"]
 
     def get_readonly_fields(self, request, obj=None):
-        # The hash is not a form field at all (editable=False); the owner and history are fixed.
-        return [] if obj is None else ["user", "token_prefix", "created", "last_used", "revoked"]
+        # The hash is not a form field at all (editable=False); an existing credential is shown,
+        # never edited: other scopes or limits make a new credential, and revoking is the service's.
+        return [] if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
     def save_model(self, request: HttpRequest, obj: Credential, form: CredentialForm, change: bool) -> None:
-        if change:
-            super().save_model(request, obj, form, change)
-            return
         data = form.cleaned_data
         credential, token = create_credential(
             data["user"], data["scopes"], name=data["name"], rate=data["rate"], burst=data["burst"]

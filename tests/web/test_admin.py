@@ -45,3 +45,15 @@ def test_credentials_show_their_scopes_as_words(admin_client):
     CredentialFactory(scopes=["read", "write"], name="ci")
     listing = admin_client.get("/admin/repos/credential/").content.decode()
     assert "read, write" in listing and "[&#x27;read&#x27;" not in listing
+
+
+def test_a_credential_is_shown_read_only_and_never_edited_by_a_raw_save(admin_client):
+    credential = CredentialFactory(scopes=["read"], name="ci")
+    page = admin_client.get(f"/admin/repos/credential/{credential.pk}/change/").content.decode()
+    assert "read" in page and 'name="scopes"' not in page and 'name="_save"' not in page
+    refused = admin_client.post(
+        f"/admin/repos/credential/{credential.pk}/change/", {"name": "renamed", "scopes": ["read", "admin"]}
+    )
+    assert refused.status_code == 403
+    credential.refresh_from_db()
+    assert credential.name == "ci" and credential.scopes == ["read"]
