@@ -71,6 +71,7 @@ class Sample:
     hostile: str
     conflicted: int
     merged: str
+    theirs_head: str
 
 
 def build_sample(name: str = "demo") -> Sample:
@@ -118,7 +119,7 @@ def build_sample(name: str = "demo") -> Sample:
     conflicted = land(repository, theirs, title="a conflicting edit")
     assert conflicted.state == "conflicted", conflicted.outcome
     create_stream(repository, "feature/x", base)
-    return Sample(repository, base, second, renamed, hostile, conflicted.pk, merged_proposal.result_head)
+    return Sample(repository, base, second, renamed, hostile, conflicted.pk, merged_proposal.result_head, theirs)
 
 
 @pytest.fixture

@@ -158,6 +158,9 @@ def test_a_conflicted_proposal_shows_its_paths_both_sides_and_its_diff(reader, s
     assert "docs/notes.txt" in html and ">content<" in html
     assert f"/repos/demo/blob/{sample.merged}/docs/notes.txt" in html  # ours: the stream head
     assert "theirs" in html  # the diff the proposal brings (its line)
+    both = reader.get(f"/repos/demo/compare/{sample.merged}..{sample.theirs_head}?path=docs/notes.txt").content.decode()
+    assert "1 file changed" in both and "ours" in both and "theirs" in both  # the two sides, line by line
+    assert f"/repos/demo/compare/{sample.merged}..{sample.theirs_head}?path=docs/notes.txt" in html
     listed = reader.get("/repos/demo/proposals/?state=conflicted").content.decode()
     assert "a conflicting edit" in listed and "title</a>" not in listed
 
