@@ -15,11 +15,15 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
-from repos.api.events import EventsConsumer  # noqa: E402
+from agentgit_site.observability import AccessLog  # noqa: E402
+from repos.api import events  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": LoadShedding(BodyLimit(django_application)),
-        "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
-    }
+# The access log (and request metrics) outermost: it sees every answer, refusals included.
+application = AccessLog(
+    ProtocolTypeRouter(
+        {
+            "http": LoadShedding(BodyLimit(django_application)),
+            "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+        }
+    )
 )

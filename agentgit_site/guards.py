@@ -15,6 +15,7 @@ import json
 from django.conf import settings
 
 from repos.errors import ApiError, TooLarge, Unavailable
+from repos.services import metrics
 
 #: Paths never shed: probes must answer while the server is saturated, and event feeds are
 #: long-lived connections, not work in progress.
@@ -41,6 +42,7 @@ class LoadShedding:
             await self.app(scope, receive, send)
             return
         if self.in_progress >= limit:
+            metrics.observe_shed()
             error = Unavailable(f"the server is at its limit of {limit} requests at once; retry", retry_after_ms=100)
             await _answer(send, 503, error, [(b"retry-after", b"1")])
             return

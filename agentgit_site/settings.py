@@ -6,6 +6,9 @@ DEBUG off, loopback hosts only. README.md lists every variable.
 
 import os
 from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from agentgit_site.secretfile import read_or_create_secret
 
@@ -32,7 +35,7 @@ _DATA_DIR = Path(os.environ.get("AGENTGIT_DATA_DIR") or BASE_DIR / "var").resolv
 _DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 # AgentGit's own knobs. Code reads them as settings.AGENTGIT["..."].
-AGENTGIT = {
+AGENTGIT: dict[str, Any] = {
     # Everything the server writes lives here: SQLite database, secret key,
     # admin password, repositories. Env: AGENTGIT_DATA_DIR. Default: <repo root>/var.
     "DATA_DIR": _DATA_DIR,
@@ -65,7 +68,18 @@ AGENTGIT = {
     # "count/period"); over either the login form answers 429 without checking the password.
     "LOGIN_RATE_ADDRESS": os.environ.get("AGENTGIT_LOGIN_RATE_ADDRESS", "30/m"),
     "LOGIN_RATE_USER": os.environ.get("AGENTGIT_LOGIN_RATE_USER", "10/m"),
+    # Where every server and worker process keeps its metrics (prometheus-client's multiprocess
+    # files, summed by a scrape); emptied when a deployment starts. Env: PROMETHEUS_MULTIPROC_DIR
+    # (prometheus-client's own name). Default: <data dir>/metrics.
+    "METRICS_DIR": Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or _DATA_DIR / "metrics").resolve(),
+    # Who may read /metrics: "local" (loopback clients only), "open" (anyone), or "scope" (a
+    # credential with the metrics scope; admin implies it). Env: AGENTGIT_METRICS_ACCESS.
+    "METRICS_ACCESS": os.environ.get("AGENTGIT_METRICS_ACCESS", "local").strip().lower(),
+    # One JSON line per request on the "agentgit.access" logger (0: none). Env: AGENTGIT_ACCESS_LOG.
+    "ACCESS_LOG": _env_bool("AGENTGIT_ACCESS_LOG", True),
 }
+if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
+    raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
 
 # Request bodies: one limit for everything Django reads (the API answers 413 beyond it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTGIT["MAX_BODY_BYTES"]
@@ -113,6 +127,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Tells the access log (agentgit_site.observability) the request's route and credential.
+    "agentgit_site.observability.NoteRequest",
 ]
 
 ROOT_URLCONF = "agentgit_site.urls"
@@ -153,7 +169,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "agentgit_site.sqlite",
-            "NAME": _DATA_DIR / "agentgit.sqlite3",
+            "NAME": str(_DATA_DIR / "agentgit.sqlite3"),
             "OPTIONS": {
                 # Run on every new connection. WAL lets readers proceed during a write;
                 # FULL fsyncs each commit, so a moved stream head survives power loss.
@@ -168,6 +184,35 @@ else:
             "TEST": {"NAME": _DATA_DIR / "test.sqlite3"},
         }
     }
+
+# Logs go to stderr, each record with secrets redacted (tokens, token= in query strings, the
+# credentials of an Authorization header or a URL): agentgit_site.redaction.RedactSecrets.
+# The access log is ours, one JSON line per request ("agentgit.access"); uvicorn's own is
+# switched off here as well as by --no-access-log, since it prints query strings.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "agentgit_site.redaction.RedactSecrets"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "line": {"format": "%(message)s"},
+    },
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "text", "filters": ["redact"]},
+        "access": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["redact"]},
+    },
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+    "loggers": {
+        # Errors only: every 4xx is in the access log already.
+        "django": {"handlers": ["stderr"], "level": "ERROR", "propagate": False},
+        "agentgit.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        "repos": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "workers": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -1,18 +1,18 @@
 """Top-level URL routes.
 
-/healthz, /readyz and /metrics are unauthenticated, as probes and scrapers expect; put /metrics
-behind the proxy's access rules if its counts are not for everyone.
+/healthz and /readyz are unauthenticated, as probes expect; /metrics answers whom
+AGENTGIT_METRICS_ACCESS allows (loopback clients by default).
 """
 
 from django.contrib import admin
 from django.urls import include, path
 
-from agentgit_site.views import healthz, metrics, readyz
+from agentgit_site.views import MetricsView, healthz, readyz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
-    path("metrics", metrics, name="metrics"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("repos.api.urls")),
     path("", include("repos.web.urls")),  # the web UI (repos/web/)

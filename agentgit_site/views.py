@@ -7,8 +7,9 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
+from rest_framework.views import APIView
 
-from repos.api import metrics as api_metrics
+from repos.services import metrics
 
 #: Seconds a readiness check may wait for the broker.
 BROKER_TIMEOUT_S = 1.0
@@ -75,7 +76,17 @@ def _broker() -> str:
     return "ok"
 
 
-@require_safe
-def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus scrape: database counts and this process's API request metrics."""
-    return HttpResponse(api_metrics.render(), content_type=api_metrics.CONTENT_TYPE)
+class MetricsView(APIView):
+    """Prometheus scrape (``GET /metrics``): every server and worker process's counters, summed,
+    and the landing queue; served to whom ``AGENTGIT["METRICS_ACCESS"]`` allows."""
+
+    schema = None  # an operations endpoint, not part of the API's contract
+    permission_classes: list = []
+
+    def get_authenticators(self):
+        # Only the scope mode reads a credential; in the others a stray header is not an error.
+        return super().get_authenticators() if settings.AGENTGIT["METRICS_ACCESS"] == "scope" else []
+
+    def get(self, request) -> HttpResponse:
+        metrics.check_scrape_access(request.META.get("REMOTE_ADDR"), request.auth)
+        return HttpResponse(metrics.render(), content_type=metrics.CONTENT_TYPE)

@@ -125,7 +125,7 @@ def resolve_operations(
     ``index``, ``path``, ``code`` and ``message``); the error's own class is that of the
     first problem, so a single unsafe path raises ``UnsafePath``.
     """
-    problems: list[tuple[type[EngineError], dict]] = []
+    problems: list[tuple[type[EngineError], dict[str, object]]] = []
 
     def refuse(kind: type[EngineError], index: int, path: str, message: str) -> None:
         problems.append((kind, {"index": index, "path": path, "code": kind.code, "message": message}))
@@ -134,9 +134,9 @@ def resolve_operations(
     touched: dict[str, int] = {}
     split: dict[str, list[str]] = {}
 
-    def claim(index: int, path: object) -> list[str] | None:
+    def claim(index: int, path: str) -> list[str] | None:
         try:
-            segments = split_path(path)  # type: ignore[arg-type]
+            segments = split_path(path)
         except EngineError as exc:
             refuse(type(exc), index, str(path), exc.message)
             return None

@@ -25,7 +25,7 @@ class EngineError(Exception):
 
     code = "engine_error"
 
-    def __init__(self, message: str, *, details: list[dict] | None = None) -> None:
+    def __init__(self, message: str, *, details: list[dict[str, object]] | None = None) -> None:
         super().__init__(message)
         self.message = message
         #: Per-item problems (e.g. one entry per bad operation), each a small dict.
@@ -64,7 +64,7 @@ class ObjectMissing(EngineError):
 
     code = "object_missing"
 
-    def __init__(self, message: str, *, oid: str | None = None, details: list[dict] | None = None) -> None:
+    def __init__(self, message: str, *, oid: str | None = None, details: list[dict[str, object]] | None = None) -> None:
         super().__init__(message, details=details)
         self.oid = oid
 

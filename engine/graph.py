@@ -4,9 +4,12 @@ A commit's *generation* is 1 for a root and ``1 + max(generation of its parents)
 so every commit's generation is strictly greater than each of its ancestors'. That is what
 lets the walks here stop early: a commit whose generation is at or below a target's cannot
 have the target among its ancestors. Generations are computed lazily, the first time a commit
-is asked about, and memoized per store in ``store.graph_cache`` together with the parents and
-committer time (commits are immutable, so an entry never goes stale). Every walk is iterative:
-histories can be 100 000 commits deep, far beyond Python's recursion limit.
+is asked about, and memoized per store together with the parents and committer time (commits
+are immutable, so a node never goes stale). The memo is this module's: :func:`graph_node`
+computes and reads it, :func:`known_nodes` lends it read-only to hot loops, and
+:func:`remember_nodes` seeds it with nodes computed elsewhere (the server's derived data).
+Every walk is iterative: histories can be 100 000 commits deep, far beyond Python's recursion
+limit.
 
 Answers match git's: ``is_ancestor`` is ``git merge-base --is-ancestor`` and ``merge_bases``
 is ``git merge-base --all`` (checked against the git binary by the oracle tests).
@@ -15,6 +18,7 @@ is ``git merge-base --all`` (checked against the git binary by the oracle tests)
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Mapping
 from itertools import count
 from typing import NamedTuple
 
@@ -22,11 +26,11 @@ from .errors import WrongObjectType
 from .objects import COMMIT, ObjectId, check_object_id, commit_parents_and_time
 from .store import ObjectStore
 
-__all__ = ["GraphNode", "graph_node", "generation", "is_ancestor", "merge_bases"]
+__all__ = ["GraphNode", "graph_node", "known_nodes", "remember_nodes", "generation", "is_ancestor", "merge_bases"]
 
 
 class GraphNode(NamedTuple):
-    """What the graph walks need to know about one commit (the value kept in ``graph_cache``)."""
+    """What the graph walks need to know about one commit (memoized per store)."""
 
     generation: int
     parents: tuple[ObjectId, ...]
@@ -41,10 +45,10 @@ def graph_node(store: ObjectStore, oid: ObjectId) -> GraphNode:
     it or any of its ancestors are dictionary hits. Raises ``InvalidObjectId``,
     ``ObjectMissing`` (the commit or an ancestor is absent) or ``WrongObjectType``.
     """
-    cache = store.graph_cache
+    cache = store._graph_nodes
     node = cache.get(oid)
     if node is not None:
-        return node  # type: ignore[return-value]
+        return node
     check_object_id(oid)
     # Post-order without recursion: a commit stays on the stack until all its parents have
     # nodes. Parsed commits wait in ``parsed`` so each is read once even when revisited.
@@ -65,13 +69,32 @@ def graph_node(store: ObjectStore, oid: ObjectId) -> GraphNode:
             continue
         depth = 0
         for parent in parents:
-            parent_generation = cache[parent][0]
+            parent_generation = cache[parent].generation
             if parent_generation > depth:
                 depth = parent_generation
         cache[top] = GraphNode(depth + 1, parents, time)
         del parsed[top]
         stack.pop()
-    return cache[oid]  # type: ignore[return-value]
+    return cache[oid]
+
+
+def known_nodes(store: ObjectStore) -> Mapping[ObjectId, GraphNode]:
+    """The nodes ``store`` has computed or been given so far, by commit id (read-only).
+
+    For hot loops that can use a node when it is known and read the commit otherwise: a
+    dictionary lookup instead of a call. Everything else asks :func:`graph_node`.
+    """
+    return store._graph_nodes
+
+
+def remember_nodes(store: ObjectStore, nodes: Iterable[tuple[ObjectId, GraphNode]]) -> None:
+    """Seed the memo with nodes computed elsewhere (the server's derived rows), so a new
+    process answers ancestry questions without reading the history. A node already known is
+    kept. The caller vouches for the nodes: they must be what :func:`graph_node` would compute.
+    """
+    cache = store._graph_nodes
+    for oid, node in nodes:
+        cache.setdefault(oid, node)
 
 
 def _parents_and_time(store: ObjectStore, oid: ObjectId) -> tuple[tuple[ObjectId, ...], int]:

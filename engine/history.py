@@ -31,7 +31,7 @@ from typing import NamedTuple, Protocol
 from patiencediff import PatienceSequenceMatcher
 
 from .errors import InvalidInput, PathNotFound, WrongObjectType
-from .graph import graph_node
+from .graph import graph_node, known_nodes
 from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
 from .store import ObjectStore
 from .trees import changed_paths, lookup_segments
@@ -177,12 +177,12 @@ def iter_log(
     segments = split_path(path) if path is not None else None
     check_object_id(rev)
     changes = _PathChanges(index, path) if index is not None and path is not None else None
-    nodes = store.graph_cache
+    nodes = known_nodes(store)
 
     def parents_and_time(oid: ObjectId) -> tuple[tuple[ObjectId, ...], int]:
         node = nodes.get(oid)
         if node is not None:
-            return node[1], node[2]
+            return node.parents, node.time
         commit = store.read_commit(oid)
         return commit.parents, commit.committer.time
 
@@ -209,10 +209,10 @@ def iter_log(
                     # alone. Nothing else is queued, so git would pop each of them next, hide it
                     # and queue only its first parent; none can be reached again later (what is
                     # queued from here on are their ancestors).
-                    parent = changes.last_unchanged(store, parents[0], seen)
-                    if parent is None:
+                    last = changes.last_unchanged(store, parents[0], seen)
+                    if last is None:
                         continue  # the line ran into a commit already walked: git stops there too
-                    parents = (parent,)
+                    parents = (last,)
         for parent in parents:
             if parent not in seen:
                 seen.add(parent)
@@ -395,15 +395,15 @@ class _PathChanges:
         """Follow first parents from ``start`` while the index shows the path unchanged: the
         first commit that may change it (or a root), or None when the line reaches ``seen``."""
         current = start
-        covers, nodes, listed = self._index.covers, store.graph_cache, self._listed
+        covers, nodes, listed = self._index.covers, known_nodes(store), self._listed
         while covers(current):
             node = nodes.get(current) or graph_node(store, current)
-            parents = node[1]
+            parents = node.parents
             if not parents:
                 break
             # The common case inline (this loop may run down a whole history): a generation
             # the fetched windows already cover needs only the membership test.
-            if self._top is not None and self._floor <= node[0] < self._top:
+            if self._top is not None and self._floor <= node.generation < self._top:
                 if current in listed:
                     break
             elif not self.unchanged(store, current):

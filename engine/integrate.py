@@ -71,7 +71,7 @@ def integrate(
     ours = store.read_commit(stream_head).tree
     theirs = store.read_commit(proposal_head).tree
     merged = merge_trees(batch, base_tree, ours, theirs, labels=labels)
-    if not merged.clean:
+    if merged.tree is None:  # conflicts: nothing is written
         return Integration(Outcome.CONFLICT, stream_head, None, tuple(merged.conflicts))
     text = message if message is not None else f"Integrate {proposal_head[:12]}\n"
     merge_id = batch.add_commit(Commit(merged.tree, (stream_head, proposal_head), committer, committer, text))
@@ -91,5 +91,7 @@ def _base_tree(store: ObjectStore, batch: ObjectBatch, bases: list[ObjectId]) ->
     tree = store.read_commit(first).tree
     for other in bases[1:]:
         inner_tree = _base_tree(store, batch, merge_bases(store, first, other))
-        tree = merge_trees(batch, inner_tree, tree, store.read_commit(other).tree, favor_ours=True).tree
+        virtual = merge_trees(batch, inner_tree, tree, store.read_commit(other).tree, favor_ours=True).tree
+        assert virtual is not None, "favor_ours resolves every conflict, so the merge is a tree"
+        tree = virtual
     return tree

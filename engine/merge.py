@@ -28,15 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import merge3
 import patiencediff
 
 from .changeset import apply_changes
 from .objects import BLOB, MODE_TREE, Entry, ObjectId, is_binary, split_lines
-from .renames import FileChange, detect_renames
+from .renames import detect_renames
 from .store import ObjectBatch
-from .trees import diff_trees, lookup
+from .trees import Added, Deleted, FileChange, Modified, Renamed, diff_trees, lookup
 
 CONTENT = "content"
 ADD_ADD = "add/add"
@@ -59,7 +60,7 @@ class Conflict:
     kind: str
     old_path: str | None = None
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str]:
         data = {"path": self.path, "kind": self.kind}
         if self.old_path is not None:
             data["old_path"] = self.old_path
@@ -89,22 +90,24 @@ class TextMerge:
     conflicted: bool
 
 
+#: patiencediff declares its matcher a difflib.SequenceMatcher, whose typed __init__ merge3's
+#: protocol does not accept (the two libraries' annotations disagree); at run time it is one.
+_PATIENCE = cast("type[merge3.SequenceMatcherProtocol[bytes]]", patiencediff.PatienceSequenceMatcher)
+
+
 def merge_text(base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs")) -> TextMerge:
     """Line-level three-way merge. Conflicting regions get git-style markers in ``content``."""
-    m3 = merge3.Merge3(
-        split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=patiencediff.PatienceSequenceMatcher
-    )
+    m3 = merge3.Merge3(split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=_PATIENCE)
     out: list[bytes] = []
     conflicted = False
     for region in m3.merge_regions():
-        kind = region[0]
-        if kind == "unchanged":
+        if region[0] == "unchanged":
             out.extend(m3.base[region[1] : region[2]])
-        elif kind in ("a", "same"):
+        elif region[0] in ("a", "same"):
             out.extend(m3.a[region[1] : region[2]])
-        elif kind == "b":
+        elif region[0] == "b":
             out.extend(m3.b[region[1] : region[2]])
-        else:  # conflict
+        elif len(region) == 7:  # ("conflict", base_start, base_end, a_start, a_end, b_start, b_end)
             conflicted = True
             _, _, _, a_start, a_end, b_start, b_end = region
             out.append(b"<<<<<<< " + labels[0].encode() + b"\n")
@@ -130,25 +133,25 @@ class _Side:
 
     def __init__(self, changes: list[FileChange]) -> None:
         #: base path -> change (modified, deleted, or renamed away from that path)
-        self.by_base: dict[str, FileChange] = {}
+        self.by_base: dict[str, Modified | Deleted | Renamed] = {}
         #: new path -> change (added here, or the destination of a rename)
-        self.created: dict[str, FileChange] = {}
+        self.created: dict[str, Added | Renamed] = {}
         for change in changes:
-            if change.status == "added":
+            if isinstance(change, Added):
                 self.created[change.path] = change
-            elif change.status == "renamed":
+            elif isinstance(change, Renamed):
                 self.by_base[change.old_path] = change
                 self.created[change.path] = change
             else:
                 self.by_base[change.path] = change
 
-    def outcome(self, base_path: str, base_entry: Entry) -> tuple[str | None, Entry | None]:
-        """Where the base file ends up on this side, and as what (``None`` path: deleted)."""
+    def outcome(self, base_path: str, base_entry: Entry) -> tuple[str, Entry] | None:
+        """Where the base file ends up on this side, and as what; None when this side deleted it."""
         change = self.by_base.get(base_path)
         if change is None:
             return base_path, base_entry
-        if change.status == "deleted":
-            return None, None
+        if isinstance(change, Deleted):
+            return None
         return change.path, change.new
 
 
@@ -196,7 +199,7 @@ class _TreeMerger:
             self.merge_base_path(base_path, ours, theirs)
         for side in (ours, theirs):
             for path, change in side.created.items():
-                if change.status == "added":
+                if isinstance(change, Added):
                     self.place(path, change.new)
         self.check_file_directory()
         if self.conflicts and not self.favor_ours:
@@ -207,23 +210,19 @@ class _TreeMerger:
         """Decide where a file of the base ends up and with what content."""
         change = ours.by_base.get(base_path) or theirs.by_base[base_path]
         base_entry = change.old
-        our_path, our_entry = ours.outcome(base_path, base_entry)
-        their_path, their_entry = theirs.outcome(base_path, base_entry)
-
-        if our_path is None and their_path is None:
-            self.changes[base_path] = None
-            return
-        if our_path is None or their_path is None:
-            kept_path, kept_entry = (their_path, their_entry) if our_path is None else (our_path, our_entry)
-            if kept_path == base_path and kept_entry == base_entry:
-                self.changes[base_path] = None  # deleted on one side, untouched on the other
-            elif self.favor_ours:
-                self.changes[base_path] = our_entry
-            elif kept_path == base_path:
-                self.conflict(base_path, MODIFY_DELETE)
+        ours_at = ours.outcome(base_path, base_entry)
+        theirs_at = theirs.outcome(base_path, base_entry)
+        if ours_at is None:
+            if theirs_at is None:
+                self.changes[base_path] = None
             else:
-                self.conflict(kept_path, RENAME_DELETE, base_path)
+                self.deleted_by_one(base_path, base_entry, theirs_at, ours_kept=False)
             return
+        if theirs_at is None:
+            self.deleted_by_one(base_path, base_entry, ours_at, ours_kept=True)
+            return
+        our_path, our_entry = ours_at
+        their_path, their_entry = theirs_at
         if our_path != their_path and base_path not in (our_path, their_path):
             if not self.favor_ours:
                 # Like git, name the source and both destinations: all three need a decision.
@@ -241,6 +240,18 @@ class _TreeMerger:
         self.changes.setdefault(base_path, None)
         if merged is not None:
             self.place(destination, merged)
+
+    def deleted_by_one(self, base_path: str, base_entry: Entry, kept: tuple[str, Entry], *, ours_kept: bool) -> None:
+        """A base file one side deleted; ``kept`` is where and what the other side left of it."""
+        kept_path, kept_entry = kept
+        if kept_path == base_path and kept_entry == base_entry:
+            self.changes[base_path] = None  # deleted on one side, untouched on the other
+        elif self.favor_ours:
+            self.changes[base_path] = kept_entry if ours_kept else None
+        elif kept_path == base_path:
+            self.conflict(base_path, MODIFY_DELETE)
+        else:
+            self.conflict(kept_path, RENAME_DELETE, base_path)
 
     def place(self, path: str, entry: Entry) -> None:
         """Put a file at a path the base did not use for it (an add or a rename destination)."""

@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from dulwich.objects import parse_tree as _parse_tree_native
 
@@ -37,7 +37,7 @@ _HEX40 = re.compile(r"[0-9a-f]{40}\Z")
 EMPTY_TREE_ID = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
-def is_object_id(value: object) -> bool:
+def is_object_id(value: object) -> TypeGuard[ObjectId]:
     """Whether ``value`` is a full lowercase 40-hex object id."""
     return isinstance(value, str) and _HEX40.match(value) is not None
 
@@ -98,12 +98,8 @@ class Entry(NamedTuple):
     mode: int
     id: ObjectId
 
-    @property
-    def is_tree(self) -> bool:
-        return self.mode == MODE_TREE
 
-
-class Tree(dict):
+class Tree(dict[str, Entry]):
     """A parsed tree: ``name -> Entry``. Treat instances read from a store as immutable."""
 
     __slots__ = ()

@@ -11,27 +11,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
-from .trees import Change, TreeReader, diff_trees
+from .trees import Added, Change, Deleted, FileChange, Renamed, TreeReader, diff_trees
 
 #: git's default minimum similarity for a rename (``-M50%``).
 DEFAULT_THRESHOLD = 50
 #: Above this many sources × destinations only exact renames are detected (git's rename limit).
 SIMILARITY_PAIR_LIMIT = 1000 * 1000
 _CHUNK = 64
-
-
-class FileChange(NamedTuple):
-    """A file's change with renames resolved: status added | modified | deleted | renamed."""
-
-    status: str
-    path: str
-    old_path: str | None
-    old: Entry | None
-    new: Entry | None
-    similarity: int | None = None
 
 
 def diff_with_renames(
@@ -46,12 +34,13 @@ def detect_renames(
 ) -> list[FileChange]:
     """Pair deleted with added files: identical blobs first, then similar content.
 
-    Returns every change as a :class:`FileChange`, sorted by (new) path; a pair becomes one
-    ``renamed`` entry whose ``similarity`` is a percentage (100 for an exact rename).
+    Returns every change, sorted by (new) path; a pair becomes one :class:`~engine.trees.Renamed`
+    whose ``similarity`` is a percentage (100 for an exact rename). The other records are the
+    ones given.
     """
-    deleted = [c for c in changes if c.new is None and _renamable(c.old)]
-    added = [c for c in changes if c.old is None and _renamable(c.new)]
-    pairs: dict[str, tuple[Change, int]] = {}  # added path -> (deleted change, similarity)
+    deleted = [c for c in changes if isinstance(c, Deleted) and _renamable(c.old)]
+    added = [c for c in changes if isinstance(c, Added) and _renamable(c.new)]
+    pairs: dict[str, tuple[Deleted, int]] = {}  # added path -> (deleted change, similarity)
     if deleted and added:
         used = _exact(deleted, added, pairs)
         rest_deleted = [c for c in deleted if c.path not in used]
@@ -61,13 +50,13 @@ def detect_renames(
     renamed_from = {source.path for source, _ in pairs.values()}
     out: list[FileChange] = []
     for change in changes:
-        if change.new is None and change.path in renamed_from:
+        if isinstance(change, Deleted) and change.path in renamed_from:
             continue
-        if change.old is None and change.path in pairs:
+        if isinstance(change, Added) and change.path in pairs:
             source, score = pairs[change.path]
-            out.append(FileChange("renamed", change.path, source.path, source.old, change.new, score))
+            out.append(Renamed(change.path, source.path, source.old, change.new, score))
         else:
-            out.append(FileChange(change.status, change.path, None, change.old, change.new))
+            out.append(change)
     out.sort(key=lambda fc: fc.path)
     return out
 
@@ -80,21 +69,21 @@ def _basename(path: str) -> str:
     return path.rpartition("/")[2]
 
 
-def _exact(deleted: list[Change], added: list[Change], pairs: dict[str, tuple[Change, int]]) -> set[str]:
+def _exact(deleted: list[Deleted], added: list[Added], pairs: dict[str, tuple[Deleted, int]]) -> set[str]:
     """Pair identical blobs; among several candidates prefer the same file name (as git does)."""
-    by_blob: dict[ObjectId, list[Change]] = defaultdict(list)
-    for change in deleted:
-        by_blob[change.old.id].append(change)
+    by_blob: dict[ObjectId, list[Deleted]] = defaultdict(list)
+    for deletion in deleted:
+        by_blob[deletion.old.id].append(deletion)
     used: set[str] = set()
     for same_name_only in (True, False):
-        for change in added:
-            if change.path in pairs:
+        for addition in added:
+            if addition.path in pairs:
                 continue
-            name = _basename(change.path)
-            for source in by_blob.get(change.new.id, ()):
+            name = _basename(addition.path)
+            for source in by_blob.get(addition.new.id, ()):
                 if source.path not in used and (not same_name_only or _basename(source.path) == name):
                     used.add(source.path)
-                    pairs[change.path] = (source, 100)
+                    pairs[addition.path] = (source, 100)
                     break
     return used
 
@@ -121,19 +110,19 @@ def similarity(a: bytes, b: bytes) -> int:
 
 
 def _similar(
-    store: TreeReader, deleted: list[Change], added: list[Change], threshold: int, pairs: dict[str, tuple[Change, int]]
+    store: TreeReader, deleted: list[Deleted], added: list[Added], threshold: int, pairs: dict[str, tuple[Deleted, int]]
 ) -> None:
     """Score candidate pairs through an inverted chunk index; assign the best scores first."""
     sizes: list[int] = []
     index: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for d, change in enumerate(added):
-        signature, size = chunk_signature(store.read_blob(change.new.id))
+    for d, addition in enumerate(added):
+        signature, size = chunk_signature(store.read_blob(addition.new.id))
         sizes.append(size)
         for h, n in signature.items():
             index[h].append((d, n))
     candidates: list[tuple[int, int, int]] = []
-    for s, change in enumerate(deleted):
-        signature, size = chunk_signature(store.read_blob(change.old.id))
+    for s, deletion in enumerate(deleted):
+        signature, size = chunk_signature(store.read_blob(deletion.old.id))
         shared: dict[int, int] = defaultdict(int)
         for h, n in signature.items():
             for d, m in index.get(h, ()):

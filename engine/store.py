@@ -11,6 +11,8 @@ Two implementations, one contract test suite:
 
 The base class caches parsed trees and commits by id. Objects are immutable, so a cached parse
 never goes stale; the tree cache is bounded by a number of entries and evicts least recently used.
+Every lookup is counted in a :class:`CacheStats` (one per store, or one shared by several: the
+server shares one per process and reports its hit rates).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from hashlib import sha1
+from typing import TYPE_CHECKING
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (
@@ -42,22 +45,54 @@ from .objects import (
     object_header,
 )
 
+if TYPE_CHECKING:  # engine.graph imports this module; the memo's values are its nodes
+    from .graph import GraphNode
+
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
 DEFAULT_TREE_CACHE_ENTRIES = 2_000_000
 _COMMIT_CACHE_SIZE = 100_000
 
 
+class CacheStats:
+    """Lookups of the parsed-object caches: hits and misses per cache (``"tree"``, ``"commit"``).
+
+    Thread-safe; one instance may count for many stores. Whoever reports the numbers reads
+    :meth:`snapshot` (cumulative counts, never reset).
+    """
+
+    CACHES = ("tree", "commit")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = {(cache, hit): 0 for cache in self.CACHES for hit in (True, False)}
+
+    def count(self, cache: str, *, hit: bool) -> None:
+        """One lookup of ``cache``."""
+        with self._lock:
+            self._counts[cache, hit] += 1
+
+    def snapshot(self) -> dict[tuple[str, bool], int]:
+        """``{(cache, hit): lookups}`` so far."""
+        with self._lock:
+            return dict(self._counts)
+
+
 class ObjectStore(ABC):
     """Content-addressed storage of git objects, plus parsed-object caches."""
 
-    def __init__(self, *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES) -> None:
+    def __init__(
+        self, *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES, cache_stats: CacheStats | None = None
+    ) -> None:
         self._tree_cache: OrderedDict[ObjectId, Tree] = OrderedDict()
         self._tree_cache_entries = 0
         self._tree_cache_budget = tree_cache_entries
         self._commit_cache: OrderedDict[ObjectId, Commit] = OrderedDict()
         self._lock = threading.Lock()
-        #: Derived commit-graph data (generation numbers), owned by engine.graph.
-        self.graph_cache: dict[ObjectId, tuple] = {}
+        #: Hits and misses of the caches above.
+        self.cache_stats = cache_stats if cache_stats is not None else CacheStats()
+        # The commit graph's memo (generation numbers), owned by engine.graph: read and fill it
+        # only through graph_node, known_nodes and remember_nodes there.
+        self._graph_nodes: dict[ObjectId, GraphNode] = {}
 
     # -- the port: what an implementation provides ------------------------------------
 
@@ -101,7 +136,9 @@ class ObjectStore(ABC):
             tree = self._tree_cache.get(oid)
             if tree is not None:
                 self._tree_cache.move_to_end(oid)
-                return tree
+        self.cache_stats.count("tree", hit=tree is not None)
+        if tree is not None:
+            return tree
         tree = decode_tree(self._read_kind(oid, TREE))
         self._remember_tree(oid, tree)
         return tree
@@ -109,6 +146,7 @@ class ObjectStore(ABC):
     def read_commit(self, oid: ObjectId) -> Commit:
         """The parsed commit (cached)."""
         commit = self._commit_cache.get(oid)
+        self.cache_stats.count("commit", hit=commit is not None)
         if commit is None:
             commit = decode_commit(self._read_kind(oid, COMMIT))
             with self._lock:
@@ -214,8 +252,10 @@ class ObjectBatch:
 class MemoryStore(ObjectStore):
     """Objects in a dict. Not durable; the engine's CPU cost without I/O."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, *, tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES, cache_stats: CacheStats | None = None
+    ) -> None:
+        super().__init__(tree_cache_entries=tree_cache_entries, cache_stats=cache_stats)
         self._objects: dict[ObjectId, tuple[str, bytes]] = {}
 
     def contains(self, oid: ObjectId) -> bool:
@@ -235,7 +275,7 @@ class MemoryStore(ObjectStore):
     def __len__(self) -> int:
         return len(self._objects)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ObjectId]:
         """Every stored object id (to copy a memory repository elsewhere, e.g. for git)."""
         return iter(list(self._objects))
 
@@ -285,10 +325,16 @@ def _write_durably(directory: str, final_name: str, data: bytes, prefix: str) ->
 class DiskStore(ObjectStore):
     """A bare git repository on local disk (created if missing)."""
 
-    def __init__(self, path: str | os.PathLike, **kwargs) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES,
+        cache_stats: CacheStats | None = None,
+    ) -> None:
         import pygit2  # imported here so a memory-only user never needs libgit2
 
-        super().__init__(**kwargs)
+        super().__init__(tree_cache_entries=tree_cache_entries, cache_stats=cache_stats)
         self.path = os.fspath(path)
         if not os.path.exists(os.path.join(self.path, "objects")):
             pygit2.init_repository(self.path, bare=True)

@@ -1,13 +1,33 @@
-"""Reading trees: path lookup, walking files, and the pruned tree diff.
+"""Reading trees: path lookup, walking files, the pruned tree diff, and its change records.
 
 Every function here costs what the paths it touches cost: a lookup reads one tree per path
 segment, and a diff descends only into subtrees whose ids differ.
+
+A change record is one of four classes, told apart by ``isinstance`` or by their ``status``
+literal (what the API reports), each with exactly the fields its kind has:
+
+===========  =======================================  ==========================================
+``status``   class                                    fields
+===========  =======================================  ==========================================
+added        :class:`Added`                           ``path``, ``new``
+deleted      :class:`Deleted`                         ``path``, ``old``
+modified     :class:`Modified`                        ``path``, ``old``, ``new``
+renamed      :class:`Renamed` (engine.renames only)   ``path`` (the new one), ``old_path``,
+                                                      ``old``, ``new``, ``similarity`` (%)
+===========  =======================================  ==========================================
+
+:func:`diff_trees` returns :data:`Change` records (no renames: git's ``diff-tree -r``);
+engine.renames pairs deletions with additions into :data:`FileChange` records (``-M``).
+Treat records as immutable. They are slotted dataclasses, not frozen ones: a diff builds one per
+changed file, and a frozen dataclass costs twice what the NamedTuple it replaced did to build
+(measured: 1.2 µs against 0.6 µs for a rename record; unfrozen, 0.34 µs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Protocol
 
 from .errors import PathNotFound, WrongObjectType
 from .objects import MODE_TREE, Entry, ObjectId, Tree, split_path
@@ -21,20 +41,55 @@ class TreeReader(Protocol):
     def read_blob(self, oid: ObjectId) -> bytes: ...
 
 
-class Change(NamedTuple):
-    """One file's change between two trees. ``old``/``new`` is None when added/deleted."""
+@dataclass(slots=True)
+class Added:
+    """A file only the new tree has."""
 
+    status: ClassVar[Literal["added"]] = "added"
     path: str
-    old: Entry | None
-    new: Entry | None
+    new: Entry
 
-    @property
-    def status(self) -> str:
-        if self.old is None:
-            return "added"
-        if self.new is None:
-            return "deleted"
-        return "modified"
+
+@dataclass(slots=True)
+class Deleted:
+    """A file only the old tree has."""
+
+    status: ClassVar[Literal["deleted"]] = "deleted"
+    path: str
+    old: Entry
+
+
+@dataclass(slots=True)
+class Modified:
+    """A file both trees have, with a different mode or content."""
+
+    status: ClassVar[Literal["modified"]] = "modified"
+    path: str
+    old: Entry
+    new: Entry
+
+
+@dataclass(slots=True)
+class Renamed:
+    """A file deleted at ``old_path`` and added at ``path`` with ``similarity`` % of its content
+    (100: the same blob), as engine.renames pairs them."""
+
+    status: ClassVar[Literal["renamed"]] = "renamed"
+    path: str
+    old_path: str
+    old: Entry
+    new: Entry
+    similarity: int
+
+
+#: What :func:`diff_trees` reports for one file.
+Change = Added | Deleted | Modified
+#: What a diff with rename detection reports for one file (engine.renames).
+FileChange = Added | Deleted | Modified | Renamed
+
+
+#: The side of a diff that has no tree.
+_EMPTY: Mapping[str, Entry] = Tree()
 
 
 def lookup(store: TreeReader, tree_id: ObjectId | None, path: str) -> Entry | None:
@@ -49,13 +104,11 @@ def lookup_segments(store: TreeReader, tree_id: ObjectId | None, segments: list[
     """:func:`lookup` for a path already split and validated (hot loops: blame, log)."""
     if tree_id is None:
         return None
-    entry = Entry(MODE_TREE, tree_id)
+    entry: Entry | None = Entry(MODE_TREE, tree_id)
     for segment in segments:
-        if entry.mode != MODE_TREE:
+        if entry is None or entry.mode != MODE_TREE:
             return None
         entry = store.read_tree(entry.id).get(segment)
-        if entry is None:
-            return None
     return entry
 
 
@@ -108,8 +161,8 @@ def diff_trees(store: TreeReader, old: ObjectId | None, new: ObjectId | None) ->
 
 
 def _diff_into(store: TreeReader, old: ObjectId | None, new: ObjectId | None, prefix: str, out: list[Change]) -> None:
-    old_tree = store.read_tree(old) if old else {}
-    new_tree = store.read_tree(new) if new else {}
+    old_tree: Mapping[str, Entry] = store.read_tree(old) if old else _EMPTY
+    new_tree: Mapping[str, Entry] = store.read_tree(new) if new else _EMPTY
     # Only the names whose entries differ are sorted and visited: a directory of 100 entries
     # with one change costs one set operation in C, not 100 steps in Python.
     changed = {name for name, _ in old_tree.items() ^ new_tree.items()}
@@ -117,25 +170,25 @@ def _diff_into(store: TreeReader, old: ObjectId | None, new: ObjectId | None, pr
         a = old_tree.get(name)
         b = new_tree.get(name)
         path = prefix + name
-        a_dir = a is not None and a.mode == MODE_TREE
-        b_dir = b is not None and b.mode == MODE_TREE
+        a_dir = a.id if a is not None and a.mode == MODE_TREE else None
+        b_dir = b.id if b is not None and b.mode == MODE_TREE else None
         if a_dir and b_dir:
-            _diff_into(store, a.id, b.id, path + "/", out)
+            _diff_into(store, a_dir, b_dir, path + "/", out)
             continue
-        if a is not None and not a_dir and b is not None and not b_dir:
-            out.append(Change(path, a, b))
+        a_file = None if a_dir else a
+        b_file = None if b_dir else b
+        if a_file is not None and b_file is not None:
+            out.append(Modified(path, a_file, b_file))
             continue
         # Added, deleted, or a file <-> directory switch.
-        if a is not None:
-            if a_dir:
-                _diff_into(store, a.id, None, path + "/", out)
-            else:
-                out.append(Change(path, a, None))
-        if b is not None:
-            if b_dir:
-                _diff_into(store, None, b.id, path + "/", out)
-            else:
-                out.append(Change(path, None, b))
+        if a_dir:
+            _diff_into(store, a_dir, None, path + "/", out)
+        elif a_file is not None:
+            out.append(Deleted(path, a_file))
+        if b_dir:
+            _diff_into(store, None, b_dir, path + "/", out)
+        elif b_file is not None:
+            out.append(Added(path, b_file))
 
 
 def changed_paths(store: TreeReader, old: ObjectId | None, new: ObjectId | None, limit: int) -> set[str] | None:
@@ -153,8 +206,8 @@ def changed_paths(store: TreeReader, old: ObjectId | None, new: ObjectId | None,
     stack: list[tuple[ObjectId | None, ObjectId | None, str]] = [(old, new, "")]
     while stack:
         a_id, b_id, prefix = stack.pop()
-        a_tree = store.read_tree(a_id) if a_id else {}
-        b_tree = store.read_tree(b_id) if b_id else {}
+        a_tree: Mapping[str, Entry] = store.read_tree(a_id) if a_id else _EMPTY
+        b_tree: Mapping[str, Entry] = store.read_tree(b_id) if b_id else _EMPTY
         for name in {name for name, _ in a_tree.items() ^ b_tree.items()}:
             found.add(prefix + name)
             a = a_tree.get(name)

@@ -11,19 +11,21 @@ as a queryset, not as SQL.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db import connections, models, router
 
+M = TypeVar("M", bound=models.Model)
 
-class Lookup:
+
+class Lookup(Generic[M]):
     """``Lookup(Credential, "token_hash", extra=("user__is_active",)).get(value)``.
 
     The one row of ``model`` whose ``fields`` equal the values, as ``(instance, extra values)``,
     or None. ``extra`` are more values to fetch through relations in the same query.
     """
 
-    def __init__(self, model: type[models.Model], *fields: str, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, model: type[M], *fields: str, extra: tuple[str, ...] = ()) -> None:
         self.model = model
         self.fields = fields
         self.extra = extra
@@ -35,7 +37,8 @@ class Lookup:
 
     def _sentinel(self, index: int, name: str) -> object:
         field = self.model._meta.get_field(name)
-        target = field.target_field if field.is_relation else field
+        # Every relation has a target_field at run time; the stubs declare it on ForeignKey only.
+        target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
         if isinstance(target, models.IntegerField):  # AutoField and BigAutoField too
             return -(2**62) - index
         return f"\x00agentgit-lookup-{index}\x00"
@@ -61,7 +64,7 @@ class Lookup:
                 compiled = self._compiled[key] = (sql, params, positions, converters)
         return compiled
 
-    def get(self, *values: Any) -> tuple[models.Model, tuple] | None:
+    def get(self, *values: Any) -> tuple[M, tuple[Any, ...]] | None:
         using = router.db_for_read(self.model)
         sql, params, positions, converters = self._compile(using)
         params = list(params)

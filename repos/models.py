@@ -68,7 +68,8 @@ class Stream(models.Model):
 class Credential(models.Model):
     """An API token of a user: stored as a SHA-256 hash, shown once, scoped, revocable."""
 
-    SCOPES = ("read", "write", "integrate", "admin")
+    #: ``metrics`` lets a scraper read /metrics (AGENTGIT_METRICS_ACCESS=scope) and nothing else.
+    SCOPES = ("read", "write", "integrate", "metrics", "admin")
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials")
     name = models.CharField(max_length=100, blank=True)
@@ -184,7 +185,11 @@ class Operation(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["stream", "state", "id"])]
+        indexes = [
+            models.Index(fields=["stream", "state", "id"]),
+            # The landing queue's depth and age for /metrics: reads the queued operations only.
+            models.Index(fields=["created"], condition=Q(state="queued"), name="operation_queued_by_age"),
+        ]
         constraints = [
             # One pending integration per proposal: asking twice joins the first.
             models.UniqueConstraint(

@@ -13,8 +13,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from repos.benchmarks import candidates, engine_bench
-from repos.benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
+from benchmarks import candidates, engine_bench
+from benchmarks.engine_bench import GIT_OPERATIONS, OPERATIONS
 
 EXPECTED_KEYS = {"operation", "files", "median_ms", "min_ms", "max_ms", "samples", "git_median_ms"}
 
@@ -73,6 +73,13 @@ def test_a_row_that_does_not_measure_what_it_says_fails_the_command(monkeypatch,
 def test_sizes_below_the_minimum_are_refused():
     with pytest.raises(CommandError):
         run_bench("--sizes", "10")
+
+
+def test_each_suite_takes_only_its_own_options():
+    with pytest.raises(CommandError, match="--commits"):
+        run_bench("--commits", "150")  # a history option given to the engine suite
+    with pytest.raises(CommandError, match="--url needs --token"):
+        call_command("agentgit_bench", "cycle", "--url", "http://127.0.0.1:9", stdout=io.StringIO())
 
 
 def test_the_library_candidates_are_measured_on_every_operation(tmp_path):

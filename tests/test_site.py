@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def test_healthz_answers_ok_json(client):

@@ -108,7 +108,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if pool.qsize() < POOL_SIZE:
                 pool.put(connection)  # as good as new: no transaction, the same settings
                 return None
-        return super()._close()
+        return super()._close()  # type: ignore[misc]  # private to Django: not in its stubs
 
     def _writer(self) -> _WriterLock | None:
         name = str(self.settings_dict["NAME"])
@@ -117,11 +117,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _start_transaction_under_autocommit(self) -> None:
         lock = self._writer()
         if lock is None:
-            return super()._start_transaction_under_autocommit()
+            return super()._start_transaction_under_autocommit()  # type: ignore[misc]  # as _close
         lock.acquire(float(self.settings_dict.get("OPTIONS", {}).get("timeout", _DEFAULT_TIMEOUT_S)))
         self._holds_writer_lock = True
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]
         except BaseException:
             self._release_writer_lock()
             raise
@@ -129,7 +129,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
     def _release_writer_lock(self) -> None:
         if self._holds_writer_lock:
             self._holds_writer_lock = False
-            self._writer().release()
+            lock = self._writer()
+            if lock is not None:  # it was, or nothing would be held
+                lock.release()
 
     def commit(self) -> None:
         try:

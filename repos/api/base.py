@@ -3,7 +3,8 @@
 ``ApiView`` authenticates (settings ``REST_FRAMEWORK``), checks the method's scope
 (:mod:`.permissions`), refuses a body over ``AGENTGIT["MAX_BODY_BYTES"]`` from its Content-Length
 before reading it, always answers JSON (no content negotiation: clients asking for other types
-still get the JSON error shape) and counts itself in :mod:`.metrics`.
+still get the JSON error shape). Requests are counted and logged around the whole application
+(agentgit_site.observability), not here.
 
 Bodies are parsed here rather than by DRF's parsers: JSON is read whatever the Content-Type
 (``curl -d`` sends a form type), so a malformed body is always 400 ``invalid``, and raw-byte
@@ -13,7 +14,6 @@ endpoints read ``request.body`` directly.
 from __future__ import annotations
 
 import json
-import time
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter
@@ -23,7 +23,6 @@ from rest_framework.views import APIView
 from ..errors import Invalid, TooLarge
 from ..models import Repository
 from ..services.repositories import get_repository
-from . import metrics
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -54,14 +53,6 @@ class ApiView(APIView):
     def initial(self, request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)  # authentication, then the scope check
         _check_length(request.META.get("CONTENT_LENGTH"))
-
-    def dispatch(self, request, *args, **kwargs):
-        started = time.perf_counter()
-        response = super().dispatch(request, *args, **kwargs)
-        match = request.resolver_match
-        endpoint = match.route if match is not None else type(self).__name__
-        metrics.observe_request(request.method, endpoint, response.status_code, time.perf_counter() - started)
-        return response
 
 
 def _check_length(header: str | None) -> None:

@@ -36,9 +36,11 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
+from agentgit_site.observability import note
+
 from ..errors import ApiError, Invalid, Unauthenticated
 from ..models import Event
-from ..services import ratelimit
+from ..services import metrics, ratelimit
 from ..services.credentials import authenticate_token, require_scope
 from . import serializers as s
 from .base import ApiView, query_number, repository
@@ -125,6 +127,7 @@ class EventFeed:
         if events:
             self.after = events[-1].seq
             self.quiet_since = now
+            metrics.observe_relayed(event.created for event in events)
             return b"".join(encode(event) for event in events), 0.0
         if now >= self.deadline:
             return b"", None
@@ -155,6 +158,9 @@ class EventFeed:
 
 # ------------------------------------------------------------------------------ WebSocket
 
+#: The consumer's URL pattern (agentgit_site/asgi.py), as the access log and metrics name it.
+ROUTE = "ws/repos/<str:repo>/events"
+
 #: WebSocket close codes: 4000 + the HTTP status the same refusal gets over HTTP.
 CLOSE_CODES = {"invalid": 4400, "unauthenticated": 4401, "forbidden": 4403, "not_found": 4404, "rate_limited": 4429}
 
@@ -170,6 +176,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
     """
 
     async def connect(self) -> None:
+        note(self.scope, route=ROUTE)
         try:
             repository_id, after = await database_sync_to_async(self._admit)()
         except ApiError as error:
@@ -197,6 +204,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
         if not token:
             raise Unauthenticated("a token is required (?token= or Authorization: Bearer)")
         credential = authenticate_token(token)
+        note(self.scope, credential=credential)
         require_scope(credential, "read")
         ratelimit.take(credential)
         found = repository(self.scope["url_route"]["kwargs"]["repo"])

@@ -9,7 +9,7 @@ answer never tells the two apart.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
@@ -18,7 +18,7 @@ from ..models import Repository, RepositoryAccess
 from .repositories import get_repository
 
 
-def can_read(user: AbstractBaseUser | AnonymousUser, repository: Repository) -> bool:
+def can_read(user: User | AnonymousUser, repository: Repository) -> bool:
     """Whether ``user`` may read ``repository`` in the web UI."""
     if not user.is_authenticated or not user.is_active:
         return False
@@ -27,7 +27,7 @@ def can_read(user: AbstractBaseUser | AnonymousUser, repository: Repository) -> 
     return RepositoryAccess.objects.filter(user=user, repository=repository).exists()
 
 
-def access_repository(user: AbstractBaseUser | AnonymousUser, name: str) -> Repository:
+def access_repository(user: User | AnonymousUser, name: str) -> Repository:
     """The repository ``name`` if ``user`` may read it; NotFound otherwise (and if unknown)."""
     repository = get_repository(name)
     if not can_read(user, repository):
@@ -35,7 +35,7 @@ def access_repository(user: AbstractBaseUser | AnonymousUser, name: str) -> Repo
     return repository
 
 
-def readable_repositories(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Repository]:
+def readable_repositories(user: User | AnonymousUser) -> QuerySet[Repository]:
     """The repositories ``user`` may read, by name."""
     repositories = Repository.objects.order_by("name")
     if not user.is_authenticated or not user.is_active:
@@ -45,7 +45,7 @@ def readable_repositories(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Re
     return repositories.filter(access__user=user)
 
 
-def grant_access(user: AbstractBaseUser, repository: Repository) -> RepositoryAccess:
+def grant_access(user: User, repository: Repository) -> RepositoryAccess:
     """Let ``user`` read ``repository``; granting twice keeps the first grant."""
     try:
         with transaction.atomic():
@@ -54,7 +54,7 @@ def grant_access(user: AbstractBaseUser, repository: Repository) -> RepositoryAc
         return RepositoryAccess.objects.get(user=user, repository=repository)
 
 
-def revoke_access(user: AbstractBaseUser, repository: Repository) -> bool:
+def revoke_access(user: User, repository: Repository) -> bool:
     """Take ``user``'s read access to ``repository`` away; whether there was any."""
     deleted, _ = RepositoryAccess.objects.filter(user=user, repository=repository).delete()
     return deleted > 0

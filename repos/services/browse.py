@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from engine.errors import EngineError
 from engine.graph import merge_bases
 from engine.objects import MODE_TREE, Entry, check_object_id, is_object_id, split_path
-from engine.renames import FileChange, diff_with_renames
-from engine.trees import iter_files, lookup
+from engine.renames import diff_with_renames
+from engine.trees import FileChange, iter_files, lookup
 
 from ..errors import NotFound, from_engine
 from ..models import Changeset, Event, Proposal, Repository, Stream

@@ -10,7 +10,7 @@ chunks of its own transactions, at worker start, on the beat schedule and right 
 landing.
 
 Each process keeps what it has read per repository and afterwards reads only rows it has not
-seen (:func:`refresh`): graph nodes go into the object store's graph cache, so a cold process
+seen (:func:`refresh`): graph nodes seed the engine's graph memo (engine.graph.remember_nodes), so a cold process
 answers ancestry and merge-base questions without reading every commit of the history, and
 ``log?path=`` gets a :class:`engine.history.PathIndex` that answers from the database.
 """
@@ -26,7 +26,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from engine.graph import GraphNode
+from engine.graph import GraphNode, remember_nodes
 from engine.history import DerivedCommit, derive
 from engine.objects import ObjectId
 from engine.store import ObjectStore
@@ -86,9 +86,9 @@ def refresh(repository: Repository, store: ObjectStore | None = None, known: Kno
             known.covered.clear()
             known.last_id = 0
             rows = _rows_from(repository, 0)
-        cache = store.graph_cache
-        for row_id, oid, generation, parents, time, indexed in rows:
-            cache.setdefault(oid, GraphNode(generation, tuple(parents.split()), time))
+        # The nodes first: whoever sees a changeset in ``known`` finds its node in the store.
+        remember_nodes(store, ((row[1], GraphNode(row[2], tuple(row[3].split()), row[4])) for row in rows))
+        for row_id, oid, _generation, _parents, _time, indexed in rows:
             known.derived.add(oid)
             if indexed:
                 known.covered.add(oid)
@@ -169,11 +169,13 @@ def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> i
         repository = stream.repository
         store = store_for(repository.name)
         known = refresh(repository, store)
-        if stream.head in known.derived:
+        head = stream.head
+        if head is None or head in known.derived:  # (the query leaves out streams without a head)
             continue
         name = f"{repository.name}:{stream.name}"
         on_progress = None if progress is None else (lambda done, total: progress(name, done, total))  # noqa: B023 (called in this iteration)
-        derived = derive(store, stream.head, known.derived.__contains__, progress=on_progress)
+        # None only past max_commits, which this pass does not set.
+        derived = derive(store, head, known.derived.__contains__, progress=on_progress) or []
         for start in range(0, len(derived), DERIVE_CHUNK):
             with transaction.atomic():
                 _insert(repository, derived[start : start + DERIVE_CHUNK])

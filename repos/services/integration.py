@@ -39,7 +39,7 @@ from engine.integrate import Integration, Outcome, integrate
 
 from ..errors import Aborted, NotFound, from_engine
 from ..models import Operation, Proposal, Repository, Stream
-from . import derived
+from . import derived, metrics
 from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
 
@@ -207,6 +207,10 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             _after_commit("derive_missing", derived.derive_missing)
         crash_point("cas_applied")
     crash_point("committed")
+    metrics.observe_integrations(
+        (integration.outcome.value if integration is not None else "failed", operation.created, operation.finished)
+        for operation, integration, _error in results
+    )
     return len(operations)
 
 
@@ -259,10 +263,16 @@ def outcome_document(integration: Integration) -> dict:
 def _abort_queued(stream_id: int, attempts: int) -> int:
     """The retry budget is spent: fail the queued operations as ``aborted``; proposals untouched."""
     error = Aborted(f"the stream changed {attempts} times while integrating; retry").as_dict()["error"]
+    now = timezone.now()
     with transaction.atomic():
-        return Operation.objects.filter(stream_id=stream_id, state=Operation.State.QUEUED).update(
-            state=Operation.State.FAILED, error=error, attempts=F("attempts") + attempts, finished=timezone.now()
+        queued = dict(
+            Operation.objects.filter(stream_id=stream_id, state=Operation.State.QUEUED).values_list("id", "created")
         )
+        aborted = Operation.objects.filter(pk__in=queued, state=Operation.State.QUEUED).update(
+            state=Operation.State.FAILED, error=error, attempts=F("attempts") + attempts, finished=now
+        )
+    metrics.observe_integrations(("aborted", created, now) for created in queued.values())
+    return aborted
 
 
 def backoff_ms(operation_id: int, attempt: int, max_wait_ms: int) -> float:

@@ -32,7 +32,7 @@ def open_proposal(
 _BY_ID = Lookup(Proposal, "repository", "id")
 
 
-def get_proposal(repository: Repository, proposal_id: object) -> Proposal:
+def get_proposal(repository: Repository, proposal_id: int | str) -> Proposal:
     try:
         number = int(proposal_id)
     except (ValueError, TypeError):

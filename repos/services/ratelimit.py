@@ -35,6 +35,7 @@ from django.conf import settings
 
 from ..errors import RateLimited
 from ..models import Credential
+from . import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def take(credential: Credential) -> None:
         logger.warning("rate limit store unavailable; request admitted", exc_info=True)
         return
     if wait_s > 0:
+        metrics.observe_rate_limited()
         raise RateLimited(
             f"this credential's rate limit ({rate:g} requests/s, burst {burst}) is used up; retry later",
             retry_after_ms=max(1, int(wait_s * 1000 + 0.999)),

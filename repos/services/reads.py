@@ -6,9 +6,10 @@ import difflib
 
 from engine import history
 from engine.errors import EngineError
-from engine.objects import MODE_TREE, is_binary, is_object_id, split_lines, split_path
+from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
-from engine.trees import lookup, subtree
+from engine.store import ObjectStore
+from engine.trees import Added, Deleted, FileChange, Renamed, lookup, subtree
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Repository
@@ -69,8 +70,8 @@ def diff(repository: Repository, from_rev: str, to_rev: str) -> dict:
     changes = []
     patch = []
     for change in diff_with_renames(store, old, new):
-        item = {"status": change.status, "path": change.path}
-        if change.status == "renamed":
+        item: dict[str, object] = {"status": change.status, "path": change.path}
+        if isinstance(change, Renamed):
             item["old_path"] = change.old_path
             item["similarity"] = change.similarity
         changes.append(item)
@@ -78,16 +79,18 @@ def diff(repository: Repository, from_rev: str, to_rev: str) -> dict:
     return {"changes": changes, "patch": "".join(patch)}
 
 
-def _file_patch(store, change) -> str:
-    old_path = change.old_path or change.path
-    old_data = store.read_blob(change.old.id) if change.old is not None and change.old.mode != 0o160000 else b""
-    new_data = store.read_blob(change.new.id) if change.new is not None and change.new.mode != 0o160000 else b""
+def _file_patch(store: ObjectStore, change: FileChange) -> str:
+    old = None if isinstance(change, Added) else change.old
+    new = None if isinstance(change, Deleted) else change.new
+    old_path = change.old_path if isinstance(change, Renamed) else change.path
+    old_data = _patch_content(store, old)
+    new_data = _patch_content(store, new)
     header = f"diff --git a/{old_path} b/{change.path}\n"
-    if change.status == "renamed":
+    if isinstance(change, Renamed):
         header += f"similarity index {change.similarity}%\nrename from {old_path}\nrename to {change.path}\n"
-    elif change.status == "added":
+    elif isinstance(change, Added):
         header += f"new file mode {change.new.mode:06o}\n"
-    elif change.status == "deleted":
+    elif isinstance(change, Deleted):
         header += f"deleted file mode {change.old.mode:06o}\n"
     if old_data == new_data:
         return header
@@ -95,12 +98,17 @@ def _file_patch(store, change) -> str:
         return header + f"Binary files a/{old_path} and b/{change.path} differ\n"
     old_lines = [line.decode("utf-8", "replace") for line in split_lines(old_data)]
     new_lines = [line.decode("utf-8", "replace") for line in split_lines(new_data)]
-    fromfile = f"a/{old_path}" if change.old is not None else "/dev/null"
-    tofile = f"b/{change.path}" if change.new is not None else "/dev/null"
+    fromfile = f"a/{old_path}" if old is not None else "/dev/null"
+    tofile = f"b/{change.path}" if new is not None else "/dev/null"
     body = []
     for line in difflib.unified_diff(old_lines, new_lines, fromfile, tofile):
         body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return header + "".join(body)
+
+
+def _patch_content(store: ObjectStore, entry: Entry | None) -> bytes:
+    # A side that is absent, or a submodule (a commit id, not content), has no lines.
+    return store.read_blob(entry.id) if entry is not None and entry.mode != MODE_GITLINK else b""
 
 
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:
@@ -114,11 +122,16 @@ def blame(repository: Repository, rev: str, path: str) -> list[dict]:
 
 
 def log(
-    repository: Repository, rev: str | None, path: str | None = None, *, limit: object = None, cursor: str | None = None
+    repository: Repository,
+    rev: str | None,
+    path: str | None = None,
+    *,
+    limit: int | str | None = None,
+    cursor: str | None = None,
 ) -> dict:
     """A page of the changesets that touch ``path`` (all, without a path), newest first."""
     try:
-        size = DEFAULT_LOG_LIMIT if limit in (None, "") else int(limit)  # type: ignore[arg-type]
+        size = DEFAULT_LOG_LIMIT if limit in (None, "") else int(limit)
     except (TypeError, ValueError):
         raise Invalid(f"limit is a whole number, not {limit!r}") from None
     if not 1 <= size <= MAX_LOG_LIMIT:

@@ -32,16 +32,17 @@ def check_repository_name(name: object) -> str:
 
 
 def check_stream_name(name: object) -> str:
-    ok = isinstance(name, str) and 0 < len(name) <= 200
-    if ok:
-        segments = name.split("/")
-        ok = all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in segments) and ".." not in name
-    if not ok:
-        raise Invalid(
-            "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
-            f"(no '..', no segment ending in '.lock'): {name!r}"
-        )
-    return name
+    if (
+        isinstance(name, str)
+        and 0 < len(name) <= 200
+        and ".." not in name
+        and all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in name.split("/"))
+    ):
+        return name
+    raise Invalid(
+        "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
+        f"(no '..', no segment ending in '.lock'): {name!r}"
+    )
 
 
 def create_repository(name: str) -> Repository:

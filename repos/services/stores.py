@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -10,8 +9,11 @@ from pathlib import Path
 from django.conf import settings
 
 from engine.objects import Signature
-from engine.store import DiskStore
+from engine.store import CacheStats, DiskStore
 
+#: Hits and misses of the parsed-object caches of every store this process opens (reported by
+#: repos.services.metrics).
+CACHE_STATS = CacheStats()
 _stores: dict[Path, DiskStore] = {}
 _lock = threading.Lock()
 
@@ -30,17 +32,10 @@ def store_for(name: str) -> DiskStore:
             store = _stores.get(path)
             if store is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                store = _stores[path] = DiskStore(path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"])
+                store = _stores[path] = DiskStore(
+                    path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
+                )
     return store
-
-
-def remove_store(name: str) -> None:
-    """Delete the objects of repository ``name`` from disk (a throwaway repository's, once its
-    rows are gone: the history benchmark's)."""
-    path = repository_path(name)
-    with _lock:
-        _stores.pop(path, None)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def server_signature() -> Signature:

@@ -22,8 +22,8 @@ from itertools import zip_longest
 
 from patiencediff import PatienceSequenceMatcher
 
-from engine.objects import MODE_GITLINK, is_binary, split_lines
-from engine.renames import FileChange
+from engine.objects import MODE_GITLINK, Entry, is_binary, split_lines
+from engine.trees import Added, Deleted, FileChange, Renamed
 
 from .render import MAX_DISPLAY_BYTES, cut_line
 
@@ -107,23 +107,32 @@ def build(
     per_file = MAX_SINGLE_FILE_LINES if single_file else MAX_FILE_LINES
     skipped = 0
     for number, change in enumerate(changes):
-        item = FileDiff(change.status, change.path, change.old_path, change.similarity)
+        item = FileDiff(
+            change.status,
+            change.path,
+            old_path(change),
+            change.similarity if isinstance(change, Renamed) else None,
+        )
+        before, after = old_entry(change), new_entry(change)
         files.append(item)
         if number >= MAX_FILES or budget <= 0:
             item.skipped = True
             item.note = "Not compared on this page (a large change): open the file's own diff."
             skipped += 1
             continue
-        old = _content(change.old, read_blob)
-        new = _content(change.new, read_blob)
-        if isinstance(old, str) or isinstance(new, str):
-            item.note = old if isinstance(old, str) else new
+        old = _content(before, read_blob)
+        new = _content(after, read_blob)
+        if isinstance(old, str):
+            item.note = old
+            continue
+        if isinstance(new, str):
+            item.note = new
             continue
         if old == new:
             if change.status == "renamed":
                 item.note = "Renamed without changes."
-            elif change.old is not None and change.new is not None and change.old.mode != change.new.mode:
-                item.note = f"Mode changed from {change.old.mode:o} to {change.new.mode:o}."
+            elif before is not None and after is not None and before.mode != after.mode:
+                item.note = f"Mode changed from {before.mode:o} to {after.mode:o}."
             continue
         shown = _compare(item, old, new, split=split, ignore_whitespace=ignore_whitespace, limit=min(per_file, budget))
         budget -= shown
@@ -132,7 +141,22 @@ def build(
     return Diff(files, sum(f.additions for f in files), sum(f.deletions for f in files), skipped)
 
 
-def _content(entry, read_blob) -> list[bytes] | str:
+def old_entry(change: FileChange) -> Entry | None:
+    """The file before the change (None when it was added)."""
+    return None if isinstance(change, Added) else change.old
+
+
+def new_entry(change: FileChange) -> Entry | None:
+    """The file after the change (None when it was deleted)."""
+    return None if isinstance(change, Deleted) else change.new
+
+
+def old_path(change: FileChange) -> str | None:
+    """Where a renamed file came from (None for any other change)."""
+    return change.old_path if isinstance(change, Renamed) else None
+
+
+def _content(entry: Entry | None, read_blob: Callable[[str], bytes]) -> list[bytes] | str:
     """The file's lines, or the sentence that replaces them (binary, too large, submodule)."""
     if entry is None:
         return []

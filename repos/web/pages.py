@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 
 from ..errors import Invalid, NotFound
@@ -26,11 +26,11 @@ LAYOUT_COOKIE = "diff_layout"
 LAYOUTS = ("unified", "split")
 
 
-def repository_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def repository_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """``view(request, repository, ...)`` for ``/repos/<repo>/...``, with the access rules applied."""
 
     @wraps(view)
-    def page(request: HttpRequest, repo: str, *args, **kwargs) -> HttpResponse:
+    def page(request: HttpRequest, repo: str, *args, **kwargs) -> HttpResponseBase:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         try:
@@ -108,7 +108,7 @@ def diff_context(request: HttpRequest, repository, old: str | None, new: str) ->
     changes = browse.changes(repository, old, new)
     only = request.GET.get("path")
     if only:
-        changes = [c for c in changes if only in (c.path, c.old_path)]
+        changes = [c for c in changes if only in (c.path, diffs.old_path(c))]
     diff = diffs.build(
         changes,
         browse.blob_reader(repository),

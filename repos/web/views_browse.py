@@ -47,7 +47,7 @@ def repository_home(request: HttpRequest, repository) -> HttpResponse:
     heads = browse.describe(repository, [s.head for s in streams if s.head])
     context = {
         "repository": repository,
-        "streams": [(stream, heads.get(stream.head)) for stream in streams],
+        "streams": [(stream, heads.get(stream.head or "")) for stream in streams],
         "default": default,
         "entries": entries,
         "readme": readme,

@@ -48,9 +48,9 @@ def _text(value: object) -> str:
 def compare(request: HttpRequest, repository, spec: str = "") -> HttpResponse:
     """The diff between any two revisions: ``/compare/FROM..TO`` (the form fills it in)."""
     if not spec:
-        old, new = request.GET.get("from", "").strip(), request.GET.get("to", "").strip()
-        if old and new:
-            return redirect("web:compare", repository.name, f"{old}..{new}")
+        first, second = request.GET.get("from", "").strip(), request.GET.get("to", "").strip()
+        if first and second:
+            return redirect("web:compare", repository.name, f"{first}..{second}")
         streams = browse.streams(repository)
         return render(request, "web/compare.html", {"repository": repository, "streams": streams, "form_only": True})
     old_name, dots, new_name = spec.partition("..")

@@ -11,7 +11,7 @@ import socket
 
 import httpx
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def _send_part_and_read_answer(port: int, head: bytes, body_start: bytes) -> tuple[int, dict]:

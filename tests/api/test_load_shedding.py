@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
@@ -46,6 +46,7 @@ def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
                 time.sleep(0.2)
                 refused = http.get("/api/v1/repos/demo")
             assert refused.status_code == 503
+            shed = 1
             error = refused.json()["error"]
             assert error["code"] == "unavailable" and error["retryable"] is True
             assert refused.headers["Retry-After"] == "1"
@@ -59,7 +60,12 @@ def test_requests_beyond_the_limit_are_refused_and_served_again_when_it_frees():
             # client has its answer.
             deadline = time.monotonic() + 10
             served = http.get("/api/v1/repos/demo")
+            shed += served.status_code == 503
             while served.status_code == 503 and time.monotonic() < deadline:
                 time.sleep(0.05)
                 served = http.get("/api/v1/repos/demo")
+                shed += served.status_code == 503
             assert served.status_code == 200
+            # Every refusal was counted, whichever request it was.
+            scraped = http.get("/metrics").text
+            assert f"agentgit_shed_requests_total {float(shed)}" in scraped, (shed, scraped)

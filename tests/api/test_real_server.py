@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 def test_core_scenario_over_http():
@@ -63,7 +63,8 @@ def test_core_scenario_over_http():
 
         ready = httpx.get(f"{server.url}/readyz", trust_env=False)
         assert ready.status_code == 200 and ready.json()["status"] == "ok"
-        assert "agentgit_repositories 1" in httpx.get(f"{server.url}/metrics", trust_env=False).text
+        metrics = httpx.get(f"{server.url}/metrics", trust_env=False).text
+        assert 'agentgit_integrations_total{outcome="merge"} 1.0' in metrics
         schema = httpx.get(f"{server.url}/api/v1/schema?format=json", trust_env=False).json()
         assert "/api/v1/repos/{repo}/changesets" in schema["paths"]
         log = server.server.log()  # the whole uvicorn log, not a tail

@@ -1,4 +1,4 @@
-"""The OpenAPI schema documents every route served; /readyz and /metrics answer."""
+"""The OpenAPI schema documents every route served; /readyz answers (/metrics: test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import URLPattern
 
 from repos.api import urls as api_urls
-from repos.benchmarks.deployment import free_port
+from tests.deployment import free_port
 
 PUBLIC_ROUTES = {"schema", "docs"}
 
@@ -92,22 +92,3 @@ def test_readyz_is_503_naming_the_failing_check(client, settings, tmp_path):
     assert body["status"] == "unavailable" and body["checks"]["database"] == "ok"
     assert body["checks"]["object_store"].startswith("error")
     assert body["checks"]["broker"].startswith("error")
-
-
-@pytest.mark.django_db
-def test_metrics_are_prometheus_text_with_counts_and_request_timings(api):
-    api.get("/streams")
-
-    response = Client().get("/metrics")
-
-    assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
-    text = response.content.decode()
-    assert "agentgit_repositories 1\n" in text
-    assert "agentgit_streams 1\n" in text
-    assert 'agentgit_proposals{state="open"} 0\n' in text
-    assert 'agentgit_operations{state="queued"} 0\n' in text
-    assert "# TYPE agentgit_events_total counter" in text
-    endpoint = 'endpoint="api/v1/repos/<str:repo>/streams"'
-    assert re.search(rf'agentgit_http_requests_total\{{method="GET",{endpoint},status="200"\}} \d+', text)
-    assert re.search(rf'agentgit_http_request_duration_seconds_bucket\{{{endpoint},le="\+Inf"\}} \d+', text)

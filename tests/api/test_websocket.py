@@ -9,7 +9,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from repos.benchmarks.deployment import Deployment
+from tests.deployment import Deployment
 
 
 @pytest.fixture(scope="module")

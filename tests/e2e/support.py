@@ -4,10 +4,10 @@ The process machinery — a fresh data directory, a fresh PostgreSQL database
 (``agentgit_e2e_<random>``, dropped afterwards), a Redis database index of its own (8–15, held by
 a lock file, flushed), ``manage.py migrate`` and ``agentgit_credential create`` in subprocesses,
 ``uvicorn`` and ``celery worker`` processes in process groups of their own with bounded readiness
-waits and a kill on teardown — lives in :mod:`repos.benchmarks.deployment`, because the cycle
-benchmark (``manage.py agentgit_bench cycle``) starts the very same deployments. This module
-re-exports it and adds what only tests need: git as an oracle, direct reads of the deployment's
-database.
+waits and a kill on teardown — lives in :mod:`tests.deployment`, which the cycle benchmark
+(``manage.py agentgit_bench cycle``) uses too, and the closed-loop writers are the cycle
+benchmark's own (:mod:`benchmarks.cycle`). This module re-exports both and adds what only the
+end-to-end tests need: git as an oracle, direct reads of the deployment's database.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from repos.benchmarks.cycle import LoadResult, prepare_repository, run_writers, writer_files
-from repos.benchmarks.deployment import ApiClient, ApiFailure, Deployment, DeploymentError, Process
+from benchmarks.cycle import LoadResult, prepare_repository, run_writers, writer_files
+from tests.deployment import ApiClient, ApiFailure, Deployment, DeploymentError, Process
 
 __all__ = [  # re-exported for the tests
     "ApiClient", "ApiFailure", "Deployment", "DeploymentError", "LoadResult", "Process",
@@ -29,7 +29,7 @@ __all__ = [  # re-exported for the tests
 ]  # fmt: skip
 
 #: A generous bound on waiting for an integration to land: a loaded 2-core CI machine is slow, but
-#: nothing may hang forever (process start-ups have their own bounds in repos.benchmarks.deployment).
+#: nothing may hang forever (process start-ups have their own bounds in tests.deployment).
 LANDING_TIMEOUT_S = 60
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 11))

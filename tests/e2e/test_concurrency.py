@@ -4,7 +4,7 @@ The embedded default (SQLite, Celery eager, one ``uvicorn`` process) against 16 
 each with its own connection pool, 20 cycles each, all on ``main``. A cycle: read the head of
 ``main``, upload the writer's two files (its own paths), create a changeset on that head, open a
 proposal, integrate it (a merge when the head moved meanwhile — with 16 writers, nearly always).
-The driver is the cycle benchmark's (repos/benchmarks/cycle.py), run for a number of cycles
+The driver is the cycle benchmark's (benchmarks/cycle.py), run for a number of cycles
 instead of a duration.
 
 Then: every cycle was answered ``fast_forward`` or ``merge`` (no ``aborted``, no error); every
@@ -128,7 +128,7 @@ def test_the_cycle_benchmark_command_drives_a_running_server(embedded, tmp_path)
 
 
 def test_databases_left_by_a_killed_run_are_dropped_by_the_next_one():
-    from repos.benchmarks.deployment import PostgresDatabase
+    from tests.deployment import PostgresDatabase
 
     dead_pid = 2**22 + 12345  # beyond Linux's default pid_max: no such process
     orphan = f"agentgit_e2e_{dead_pid}_0123456789ab"

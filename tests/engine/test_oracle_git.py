@@ -14,7 +14,7 @@ from engine.integrate import Outcome, integrate
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_SYMLINK, Signature
 from engine.renames import similarity
 from engine.store import DiskStore
-from engine.trees import diff_trees
+from engine.trees import Added, Deleted, diff_trees
 
 from .conftest import GIT_ENV, Builder, git, run_git, signature
 
@@ -227,8 +227,8 @@ def test_random_merges_agree_with_git_merge_tree(tmp_path_factory, base_files, o
 
 def _ambiguous_renames(store: DiskStore, old: str, new: str) -> bool:
     changes = diff_trees(store, store.read_commit(old).tree, store.read_commit(new).tree)
-    deleted = [store.read_blob(c.old.id) for c in changes if c.new is None]
-    added = [store.read_blob(c.new.id) for c in changes if c.old is None]
+    deleted = [store.read_blob(c.old.id) for c in changes if isinstance(c, Deleted)]
+    added = [store.read_blob(c.new.id) for c in changes if isinstance(c, Added)]
     scores = [[similarity(d, a) for a in added] for d in deleted]
     for row in scores:
         if max(row, default=0) >= 50 and row.count(max(row)) > 1:

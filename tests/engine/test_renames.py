@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.renames import detect_renames, diff_with_renames, similarity
-from engine.trees import diff_trees
+from engine.trees import Added, Deleted, Modified, Renamed, diff_trees
 
 LINES = "".join(f"line number {i} of a longer file\n" for i in range(20))
 
@@ -61,3 +61,29 @@ def test_similarity_is_shared_bytes_over_the_larger_file():
     assert similarity(b"a\nb\nc\nd\n", b"a\nb\nc\nd\n") == 100
     assert similarity(b"a\nb\nc\nd\n", b"a\nb\nc\nX\n") == 75
     assert similarity(b"abc\n", b"xyz\n") == 0
+
+
+def test_each_change_is_a_record_of_its_own_kind_with_only_its_fields(build):
+    first = build.commit({"kept.txt": "one\n", "gone.txt": "bye\n", "moved.txt": LINES})
+    second = build.commit(
+        {"kept.txt": "two\n", "gone.txt": None, "new.txt": "hi\n", "moved.txt": None, "there.txt": LINES},
+        parent=first,
+    )
+    changes = {c.path: c for c in diff_with_renames(build.store, _tree(build, first), _tree(build, second))}
+
+    assert {path: type(c) for path, c in changes.items()} == {
+        "gone.txt": Deleted,
+        "kept.txt": Modified,
+        "new.txt": Added,
+        "there.txt": Renamed,
+    }
+    assert {path: c.status for path, c in changes.items()} == {
+        "gone.txt": "deleted",
+        "kept.txt": "modified",
+        "new.txt": "added",
+        "there.txt": "renamed",
+    }
+    assert changes["kept.txt"].old != changes["kept.txt"].new
+    assert not hasattr(changes["new.txt"], "old") and not hasattr(changes["gone.txt"], "new")
+    renamed = changes["there.txt"]
+    assert (renamed.old_path, renamed.old, renamed.similarity) == ("moved.txt", renamed.new, 100)

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
-from engine.objects import BLOB, MODE_FILE, TREE, Entry, Tree, check_object_id, hash_object
-from engine.store import PACK_THRESHOLD, DiskStore, MemoryStore
+from engine.objects import BLOB, COMMIT, MODE_FILE, TREE, Commit, Entry, Signature, Tree, check_object_id, hash_object
+from engine.store import PACK_THRESHOLD, CacheStats, DiskStore, MemoryStore
 
 from .conftest import git
 
@@ -47,6 +47,23 @@ def test_trees_round_trip_and_stay_correct_when_the_cache_evicts():
     trees = [store.add_tree(Tree({f"f{i}": Entry(MODE_FILE, blob), "g": Entry(MODE_FILE, blob)})) for i in range(10)]
     for i, oid in enumerate(trees):
         assert set(store.read_tree(oid)) == {f"f{i}", "g"}
+
+
+def test_cache_lookups_are_counted_as_hits_and_misses_in_a_shared_count(disk_store):
+    stats = CacheStats()
+    blob = disk_store.add(BLOB, b"x")
+    tree = disk_store.add(TREE, b"".join([b"100644 a\0" + bytes.fromhex(blob)]))
+    who = Signature("a", "a@example.com", 0)
+    commit = disk_store.add(COMMIT, Commit(tree, (), who, who, "m\n").encode())
+    first, second = DiskStore(disk_store.path, cache_stats=stats), DiskStore(disk_store.path, cache_stats=stats)
+
+    for store in (first, first, second):
+        store.read_tree(tree)
+        store.read_commit(commit)
+
+    # Each store parses once (a miss), then answers from its cache (a hit); one count for both.
+    assert stats.snapshot() == {("tree", True): 1, ("tree", False): 2, ("commit", True): 1, ("commit", False): 2}
+    assert first.cache_stats is stats and MemoryStore().cache_stats.snapshot()[("tree", True)] == 0
 
 
 @pytest.mark.parametrize("bad", ["", "abc", "G" * 40, "A" * 40, "0" * 39, None, 7])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from repos.benchmarks.deployment import ApiClient, Deployment
+from tests.deployment import ApiClient, Deployment
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "web"

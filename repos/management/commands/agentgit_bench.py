@@ -1,252 +1,38 @@
-"""Benchmarks: ``manage.py agentgit_bench engine|candidates|cycle|history [--sizes ...] ...``.
+"""``manage.py agentgit_bench SUITE [options]``: run one benchmark suite of benchmarks/.
 
-``engine`` measures the engine's hot paths beside git; ``candidates`` measures the libraries the
-engine could have been built on (docs/adr/0001); ``cycle`` measures the agent's cycle (upload two
-files, changeset, proposal, integrate) per second over real HTTP against server (and worker)
-processes it starts itself, or against a running server with ``--url``/``--token``; ``history``
-measures reads over long histories with and without the derived data (graph nodes, path index).
-A thin adapter: the benchmarks are ``repos.benchmarks.engine_bench``, ``.candidates``, ``.cycle``
-and ``.history_bench``, the output formats are ``repos.benchmarks.report``. Prints the table; ``--json`` and ``--markdown``
-write the same results to files. A row whose assertion fails (a wrong outcome, or git
-disagreeing with the engine) makes the command fail with the row named, after printing the
-table, and no result file is written.
+A thin adapter: the subcommands, their options and what they run are benchmarks/suites.py
+(``engine``, ``candidates``, ``cycle``, ``history``; ``agentgit_bench SUITE --help``). It prints
+the suite's table; ``--json`` and ``--markdown`` write the same results to files. A row whose
+check fails (a wrong outcome, or git disagreeing with the engine) makes the command fail with
+the row named, after printing the table, and no result file is written.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from repos.benchmarks import cycle, deployment, history_bench, web_bench
-from repos.benchmarks.candidates import format_candidates, run_candidates
-from repos.benchmarks.engine_bench import (
-    BACKENDS,
-    DEFAULT_SAMPLES,
-    DEFAULT_SIZES,
-    MIN_FILES,
-    OPERATIONS,
-    RowResult,
-    run_engine_benchmark,
-)
-from repos.benchmarks.report import failures_text, format_table, to_json, to_markdown
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"sizes are comma-separated numbers of files, not {text!r}") from None
-    if not sizes or min(sizes) < MIN_FILES:
-        raise argparse.ArgumentTypeError(f"every size must be at least {MIN_FILES} files")
-    return sizes
-
-
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"comma-separated numbers of changesets, not {text!r}") from None
-    if not counts or min(counts) < history_bench.MIN_COMMITS:
-        raise argparse.ArgumentTypeError(f"every history must be at least {history_bench.MIN_COMMITS} changesets")
-    return counts
-
-
-def _choices(allowed: tuple[str, ...]):
-    def parse(text: str) -> list[str]:
-        chosen = [part.strip() for part in text.split(",") if part.strip()]
-        wrong = [part for part in chosen if part not in allowed]
-        if not chosen or wrong:
-            raise argparse.ArgumentTypeError(f"comma-separated, of: {', '.join(allowed)}")
-        return chosen
-
-    return parse
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    name, equals, value = text.partition("=")
-    if not equals or not name:
-        raise argparse.ArgumentTypeError(f"NAME=VALUE, not {text!r}")
-    return name, value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _with_progress(work):
-    """``work(step)`` with a progress bar that ``step(name)`` advances; a failed row's
-    AssertionError becomes the command's error."""
-    with tqdm(file=sys.stderr, disable=None, unit="step") as bar:
-
-        def step(name: str) -> None:
-            bar.set_description(name)
-            bar.update(1)
-
-        try:
-            return work(step)
-        except AssertionError as error:
-            raise CommandError(str(error)) from None
+from benchmarks.suites import SUITES, BenchmarkFailed, write_results
 
 
 class Command(BaseCommand):
-    help = (
-        "Measure the engine's hot paths by repository size beside the git binary doing the same work (engine), "
-        "the candidate libraries (candidates), or the agent's cycle over HTTP against real processes (cycle)."
-    )
+    help = "Run a benchmark suite: " + "; ".join(f"{suite.name}: {suite.help}" for suite in SUITES.values()) + "."
 
-    def add_arguments(self, parser):
-        parser.add_argument(
-            "suite", choices=["engine", "candidates", "cycle", "history", "web"], help="what to benchmark"
-        )
-        parser.add_argument(
-            "--sizes",
-            type=_sizes,
-            default=list(DEFAULT_SIZES),
-            help="numbers of files, comma-separated (default: %(default)s)",
-        )
-        parser.add_argument("--backend", choices=BACKENDS, default="memory")
-        parser.add_argument("--samples", type=_positive, default=DEFAULT_SAMPLES)
-        parser.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
-        parser.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
-        group = parser.add_argument_group("cycle", "options of the cycle suite")
-        group.add_argument(
-            "--modes",
-            type=_choices(deployment.MODES),
-            default=list(deployment.MODES),
-            help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
-            "uvicorn workers, celery workers); comma-separated (default: both)",
-        )
-        group.add_argument(
-            "--scenarios",
-            type=_choices(cycle.SCENARIOS),
-            default=list(cycle.SCENARIOS),
-            help="streams (a stream per writer) and/or stream (all on main); default: both",
-        )
-        group.add_argument("--writers", type=_positive, default=16, help="closed-loop writers (default: %(default)s)")
-        group.add_argument("--duration", type=float, default=15.0, help="seconds per row (default: %(default)s)")
-        group.add_argument(
-            "--server-workers",
-            type=_positive,
-            default=cycle.DEFAULT_SERVER_WORKERS,
-            help="uvicorn --workers, both modes (default: two per core, as make serve)",
-        )
-        group.add_argument(
-            "--celery-workers", type=_positive, default=2, help="celery worker processes, production mode"
-        )
-        group.add_argument("--celery-concurrency", type=_positive, default=1, help="pool size of each celery worker")
-        group.add_argument(
-            "--env",
-            action="append",
-            default=[],
-            type=_assignment,
-            metavar="NAME=VALUE",
-            help="an environment variable for every process started (repeatable), e.g. AGENTGIT_LANDING_BATCH=64",
-        )
-        group.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
-        group.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
-        group = parser.add_argument_group("history", "options of the history suite")
-        group.add_argument(
-            "--commits",
-            type=_counts,
-            default=list(history_bench.DEFAULT_COMMITS),
-            help="history lengths in changesets, comma-separated (default: %(default)s)",
-        )
+    def add_arguments(self, parser: CommandParser) -> None:
+        subcommands = parser.add_subparsers(dest="suite", required=True, metavar="SUITE")
+        for suite in SUITES.values():
+            sub = subcommands.add_parser(suite.name, help=suite.help, description=suite.help)
+            suite.add_arguments(sub)
+            sub.add_argument("--json", dest="json_path", metavar="FILE", help="write the results as JSON")
+            sub.add_argument("--markdown", dest="markdown_path", metavar="FILE", help="write a markdown table")
 
-        group = parser.add_argument_group("web", "options of the web suite (samples: --samples, default 20 here)")
-        group.add_argument(
-            "--files", type=_positive, default=web_bench.DEFAULT_FILES, help="files of the big repository"
-        )
-        group.add_argument(
-            "--changesets", type=_positive, default=web_bench.DEFAULT_COMMITS, help="its changesets after the import"
-        )
-
-    def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
-        if suite == "web":
-            self.web(options["files"], options["changesets"], samples, json_path, markdown_path)
-            return
-        if suite == "history":
-            self.history(options["commits"], samples, json_path, markdown_path)
-            return
-        if suite == "cycle":
-            self.cycle(json_path, markdown_path, **options)
-            return
-        if suite == "candidates":
-            self.candidates(sizes, samples, json_path, markdown_path)
-            return
-        # The bar shows on a terminal only (tqdm's disable=None), so logs and tests stay clean.
-        with tqdm(total=len(OPERATIONS) * len(sizes), file=sys.stderr, disable=None, unit="row") as bar:
-
-            def on_row(row: RowResult) -> None:
-                bar.set_description(f"{row.files} files: {row.operation}")
-                bar.update(1)
-
-            run = run_engine_benchmark(sizes, backend=backend, samples=samples, on_row=on_row)
-        self.stdout.write(format_table(run), ending="")
-        if run.failures:
-            raise CommandError(f"{len(run.failures)} benchmark rows failed:\n{failures_text(run)}")
-        if json_path:
-            Path(json_path).write_text(json.dumps(to_json(run), indent=2) + "\n")
-        if markdown_path:
-            Path(markdown_path).write_text(to_markdown(run))
-
-    def cycle(self, json_path, markdown_path, *, modes, scenarios, writers, duration, url, token, **options) -> None:
-        if url:
-            if not token:
-                raise CommandError("--url needs --token")
-            report = cycle.run_against(url, token, scenarios=scenarios, writers=writers, duration_s=duration)
-        else:
-            report = cycle.run_cycle_benchmark(
-                modes=modes,
-                scenarios=scenarios,
-                writers=writers,
-                duration_s=duration,
-                server_workers=options["server_workers"],
-                celery_workers=options["celery_workers"],
-                celery_concurrency=options["celery_concurrency"],
-                env=dict(options["env"]),
-                log=lambda text: self.stderr.write(text),
-            )
-        table = cycle.format_report(report)
-        self.stdout.write(table, ending="")
-        if json_path:
-            Path(json_path).write_text(cycle.to_json(report))
-        if markdown_path:
-            Path(markdown_path).write_text(table)
-
-    def _emit(self, table: str, results: dict, json_path: str | None, markdown_path: str | None) -> None:
-        """Print the table; write the results as JSON and the table as markdown when asked."""
-        self.stdout.write(table, ending="")
-        if json_path:
-            Path(json_path).write_text(json.dumps(results, indent=2) + "\n")
-        if markdown_path:
-            Path(markdown_path).write_text(table)
-
-    def history(self, commits, samples, json_path, markdown_path) -> None:
-        run = _with_progress(lambda step: history_bench.run_history_benchmark(commits, samples=samples, on_row=step))
-        self._emit(history_bench.format_history(run), history_bench.history_json(run), json_path, markdown_path)
-
-    def web(self, files, changesets, samples, json_path, markdown_path) -> None:
-        samples = web_bench.DEFAULT_SAMPLES if samples == DEFAULT_SAMPLES else samples
-        run = _with_progress(lambda step: web_bench.run_web_benchmark(files, changesets, samples=samples, on_step=step))
-        self._emit(web_bench.format_web(run), web_bench.web_json(run), json_path, markdown_path)
-        if run.growing:
-            raise CommandError("query counts grow with the repository: " + ", ".join(run.growing))
-
-    def candidates(self, sizes, samples, json_path, markdown_path) -> None:
-        with tqdm(file=sys.stderr, disable=None, unit="cell") as bar:
-            cells = run_candidates(sizes, samples=samples, on_cell=lambda cell: bar.update(1))
-        table = format_candidates(cells)
-        self.stdout.write(table)
-        if json_path:
-            rows = [cell.__dict__ for cell in cells]
-            Path(json_path).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
-        if markdown_path:
-            Path(markdown_path).write_text(table)
+    def handle(self, *args: Any, suite: str, json_path: str | None, markdown_path: str | None, **options: Any) -> None:
+        try:
+            results = SUITES[suite].run(options, lambda text: self.stderr.write(text))
+        except BenchmarkFailed as failure:
+            raise CommandError(str(failure)) from None
+        self.stdout.write(results.table, ending="")
+        if results.failures:
+            raise CommandError(results.failures)
+        write_results(results, json_path, markdown_path)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('repos', '0002_derived_data'),
+        ('repos', '0003_metrics'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,4 +1,4 @@
-"""Real deployments of AgentGit for the end-to-end tests and the cycle benchmark.
+"""Real deployments of AgentGit, for the tests that need real servers and for the cycle benchmark.
 
 :class:`Deployment` starts a fresh data directory and either the embedded default (SQLite, Celery
 eager: one ``uvicorn`` process does everything) or the production mode (a fresh PostgreSQL
@@ -6,6 +6,12 @@ database, a Redis database index of its own as the Celery broker, ``uvicorn --wo
 ``celery -A agentgit_site worker`` processes). Every process runs in its own process group and is
 killed with it; ``manage.py migrate`` and ``manage.py agentgit_credential create`` run as
 subprocesses with the deployment's environment. :class:`ApiClient` speaks the REST API of API.md.
+
+Why it lives in tests/: it is test machinery (free ports, throwaway databases, lock-file held
+Redis indexes, kill-on-teardown), used by the end-to-end tests and by the tests of the site
+that need a real server. ``benchmarks/cycle.py`` imports it from here, so the cycle benchmark
+measures exactly the deployments the end-to-end tests prove correct; nothing in the server
+imports it.
 
 No Django here: the processes it starts import Django, this module does not.
 """
@@ -32,7 +38,7 @@ from typing import Any
 import httpx
 
 #: The project root (where manage.py is).
-BASE_DIR = Path(__file__).resolve().parent.parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent
 
 #: The server the tests and the benchmark create their databases on (trust auth on this machine).
 POSTGRES_ADMIN_URL = os.environ.get("AGENTGIT_E2E_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -51,6 +57,7 @@ _SCRUBBED_ENV = (
     "AGENTGIT_E2E_KEEP",
     "DJANGO_SETTINGS_MODULE",
     "DJANGO_SECRET_KEY",
+    "PROMETHEUS_MULTIPROC_DIR",  # each deployment's metrics live in its own (fresh) data directory
 )
 
 MODES = ("embedded", "production")
@@ -425,11 +432,6 @@ class Deployment:
             if time.monotonic() > deadline:
                 raise DeploymentError(f"{process.name}: fewer than {workers} workers started:\n{process.log_tail()}")
             time.sleep(0.05)
-
-    def stop_server(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
 
     def start_worker(
         self,

@@ -3,8 +3,9 @@
 A *cycle* is what an agent does to land a change (as in reference/server-under-load.txt): upload
 two files, create a changeset of them, open a proposal, integrate it. :func:`run_writers` drives
 closed-loop writers from threads — every writer on its own stream, or all on one stream, for a
-number of cycles or a duration — against a :class:`~repos.benchmarks.deployment.Deployment` or a
-running server, and reports throughput and latency.
+number of cycles or a duration — against a :class:`~tests.deployment.Deployment` (the test
+harness: the very deployments the end-to-end tests check) or a running server, and reports
+throughput and latency. The end-to-end tests drive their load with the same writers.
 
 No Django here: the processes it starts import Django, this module does not.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import math
 import os
 import platform
@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from .deployment import BASE_DIR, ApiClient, ApiFailure, Deployment
+from tests.deployment import BASE_DIR, ApiClient, ApiFailure, Deployment
 
 SCENARIOS = ("streams", "stream")
 
@@ -319,7 +319,7 @@ def run_cycle_benchmark(
             rows.append(row)
             if on_row:
                 on_row(row)
-    report = {"conditions": conditions(writers, duration_s), "rows": [row.as_dict() for row in rows]}
+    report: dict[str, Any] = {"conditions": conditions(writers, duration_s), "rows": [row.as_dict() for row in rows]}
     report["conditions"]["env"] = dict(env or {})
     return report
 
@@ -405,7 +405,3 @@ def format_report(report: dict[str, Any]) -> str:
     if report["conditions"].get("env"):
         out.append("environment: " + " ".join(f"{k}={v}" for k, v in report["conditions"]["env"].items()))
     return "\n".join(out) + "\n"
-
-
-def to_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2) + "\n"

@@ -1,0 +1,328 @@
+"""The command line of every suite: ``manage.py agentgit_bench SUITE [options]``.
+
+One :class:`Suite` per subcommand, in :data:`SUITES`. A suite declares its own options
+(``add_arguments``) and turns them into :class:`Results` (``run``); the management command
+(repos/management/commands/agentgit_bench.py) only builds the parser from this table, prints
+the table it gets back, writes ``--json``/``--markdown``, and turns :class:`BenchmarkFailed`
+(a row whose check failed) into a failing exit, after the table, with no result file written.
+
+To add a suite: a module of its own in benchmarks/ that measures and checks, then a
+``Suite`` here that parses its options and calls it, and one entry in :data:`SUITES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tqdm import tqdm
+
+from tests.deployment import MODES
+
+from . import candidates, cycle, engine_bench, history_bench, report, web_bench
+
+#: Where a suite reports what it is doing (the command's stderr).
+Log = Callable[[str], None]
+
+
+class BenchmarkFailed(Exception):
+    """A row did not measure what it says (wrong outcome, git disagrees): the run fails."""
+
+
+@dataclass
+class Results:
+    """What a suite measured: the text table, the same as JSON and as markdown.
+
+    ``failures`` (text naming every failed row) fails the command after the table is printed.
+    """
+
+    table: str
+    data: dict[str, Any]
+    markdown: str
+    failures: str = ""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One subcommand of ``agentgit_bench``."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[dict[str, Any], Log], Results]
+
+
+# ------------------------------------------------------------------------------ option types
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def numbers(minimum: int, what: str) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated integers, each at least ``minimum``."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"comma-separated numbers of {what}, not {text!r}") from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"every value must be at least {minimum} {what}")
+        return values
+
+    return parse
+
+
+def choices(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated subset of ``allowed``."""
+
+    def parse(text: str) -> list[str]:
+        chosen = [part.strip() for part in text.split(",") if part.strip()]
+        if not chosen or any(part not in allowed for part in chosen):
+            raise argparse.ArgumentTypeError(f"comma-separated, of: {', '.join(allowed)}")
+        return chosen
+
+    return parse
+
+
+def assignment(text: str) -> tuple[str, str]:
+    """An argparse type: ``NAME=VALUE``."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"NAME=VALUE, not {text!r}")
+    return name, value
+
+
+def _progress(unit: str, total: int | None = None) -> tqdm:  # type: ignore[type-arg]
+    # A bar on a terminal only (tqdm's disable=None), so logs and tests stay clean.
+    return tqdm(total=total, file=sys.stderr, disable=None, unit=unit)
+
+
+# ------------------------------------------------------------------------------ engine
+
+
+def _sizes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--sizes``: the repositories the engine and candidates suites build (the same layout)."""
+    parser.add_argument(
+        "--sizes",
+        type=numbers(engine_bench.MIN_FILES, "files"),
+        default=list(engine_bench.DEFAULT_SIZES),
+        help="numbers of files, comma-separated (default: %(default)s)",
+    )
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    _sizes_argument(parser)
+    parser.add_argument("--backend", choices=engine_bench.BACKENDS, default="memory")
+    parser.add_argument("--samples", type=positive, default=engine_bench.DEFAULT_SAMPLES)
+
+
+def _engine_run(options: dict[str, Any], log: Log) -> Results:
+    sizes = options["sizes"]
+    with _progress("row", len(engine_bench.OPERATIONS) * len(sizes)) as bar:
+
+        def on_row(row: engine_bench.RowResult) -> None:
+            bar.set_description(f"{row.files} files: {row.operation}")
+            bar.update(1)
+
+        run = engine_bench.run_engine_benchmark(
+            sizes, backend=options["backend"], samples=options["samples"], on_row=on_row
+        )
+    failures = f"{len(run.failures)} benchmark rows failed:\n{report.failures_text(run)}" if run.failures else ""
+    return Results(report.format_table(run), report.to_json(run), report.to_markdown(run), failures)
+
+
+# ------------------------------------------------------------------------------ candidates
+
+
+def _candidates_arguments(parser: argparse.ArgumentParser) -> None:
+    _sizes_argument(parser)
+    parser.add_argument("--samples", type=positive, default=engine_bench.DEFAULT_SAMPLES)
+
+
+def _candidates_run(options: dict[str, Any], log: Log) -> Results:
+    with _progress("cell") as bar:
+
+        def on_cell(cell: candidates.Cell) -> None:
+            bar.update(1)
+
+        cells = candidates.run_candidates(options["sizes"], samples=options["samples"], on_cell=on_cell)
+    table = candidates.format_candidates(cells)
+    return Results(table + "\n", {"rows": [asdict(cell) for cell in cells]}, table)
+
+
+# ------------------------------------------------------------------------------ cycle
+
+
+def _cycle_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--modes",
+        type=choices(MODES),
+        default=list(MODES),
+        help="embedded (SQLite, eager, one uvicorn) and/or production (PostgreSQL, Redis, "
+        "uvicorn workers, celery workers); comma-separated (default: both)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        type=choices(cycle.SCENARIOS),
+        default=list(cycle.SCENARIOS),
+        help="streams (a stream per writer) and/or stream (all on main); default: both",
+    )
+    parser.add_argument("--writers", type=positive, default=16, help="closed-loop writers (default: %(default)s)")
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds per row (default: %(default)s)")
+    parser.add_argument(
+        "--server-workers",
+        type=positive,
+        default=cycle.DEFAULT_SERVER_WORKERS,
+        help="uvicorn --workers, both modes (default: two per core, as make serve)",
+    )
+    parser.add_argument("--celery-workers", type=positive, default=2, help="celery worker processes, production mode")
+    parser.add_argument("--celery-concurrency", type=positive, default=1, help="pool size of each celery worker")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=assignment,
+        metavar="NAME=VALUE",
+        help="an environment variable for every process started (repeatable), e.g. AGENTGIT_LANDING_BATCH=64",
+    )
+    parser.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
+    parser.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
+
+
+def _cycle_run(options: dict[str, Any], log: Log) -> Results:
+    scenarios, writers, duration = options["scenarios"], options["writers"], options["duration"]
+    if options["url"]:
+        if not options["token"]:
+            raise BenchmarkFailed("--url needs --token")
+        data = cycle.run_against(
+            options["url"], options["token"], scenarios=scenarios, writers=writers, duration_s=duration
+        )
+    else:
+        data = cycle.run_cycle_benchmark(
+            modes=options["modes"],
+            scenarios=scenarios,
+            writers=writers,
+            duration_s=duration,
+            server_workers=options["server_workers"],
+            celery_workers=options["celery_workers"],
+            celery_concurrency=options["celery_concurrency"],
+            env=dict(options["env"]),
+            log=log,
+        )
+    table = cycle.format_report(data)
+    return Results(table, data, table)
+
+
+# ------------------------------------------------------------------------------ history
+
+
+def _history_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--commits",
+        type=numbers(history_bench.MIN_COMMITS, "changesets"),
+        default=list(history_bench.DEFAULT_COMMITS),
+        help="history lengths in changesets, comma-separated (default: %(default)s)",
+    )
+    parser.add_argument("--samples", type=positive, default=history_bench.DEFAULT_SAMPLES)
+
+
+def _history_run(options: dict[str, Any], log: Log) -> Results:
+    with _progress("step") as bar:
+
+        def on_row(name: str) -> None:
+            bar.set_description(name)
+            bar.update(1)
+
+        try:
+            run = history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=on_row)
+        except AssertionError as error:
+            raise BenchmarkFailed(str(error)) from None
+    table = history_bench.format_history(run)
+    return Results(table, history_bench.history_json(run), table)
+
+
+# ------------------------------------------------------------------------------ web
+
+
+def _web_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--files", type=positive, default=web_bench.DEFAULT_FILES, help="files of the big repository")
+    parser.add_argument(
+        "--changesets", type=positive, default=web_bench.DEFAULT_COMMITS, help="its changesets after the import"
+    )
+    parser.add_argument("--samples", type=positive, default=web_bench.DEFAULT_SAMPLES, help="requests per page")
+
+
+def _web_run(options: dict[str, Any], log: Log) -> Results:
+    with _progress("step") as bar:
+
+        def on_step(name: str) -> None:
+            bar.set_description(name)
+            bar.update(1)
+
+        try:
+            run = web_bench.run_web_benchmark(
+                options["files"], options["changesets"], samples=options["samples"], on_step=on_step
+            )
+        except AssertionError as error:
+            raise BenchmarkFailed(str(error)) from None
+    table = web_bench.format_web(run)
+    failures = "query counts grow with the repository: " + ", ".join(run.growing) if run.growing else ""
+    return Results(table, web_bench.web_json(run), table, failures)
+
+
+#: Every suite, by subcommand name, in the order ``--help`` lists them.
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (
+        Suite(
+            "engine",
+            "the engine's hot paths by repository size, beside the git binary doing the same work",
+            _engine_arguments,
+            _engine_run,
+        ),
+        Suite(
+            "candidates",
+            "the libraries the engine could have used (docs/adr/0001)",
+            _candidates_arguments,
+            _candidates_run,
+        ),
+        Suite(
+            "cycle",
+            "the agent's cycle per second over HTTP, against real processes it starts (or --url)",
+            _cycle_arguments,
+            _cycle_run,
+        ),
+        Suite(
+            "history",
+            "log and ancestry reads over long histories, with and without the derived data",
+            _history_arguments,
+            _history_run,
+        ),
+        Suite(
+            "web",
+            "server time and queries of the web UI's main pages on a big and a small repository",
+            _web_arguments,
+            _web_run,
+        ),
+    )
+}
+
+
+def write_results(results: Results, json_path: str | None, markdown_path: str | None) -> None:
+    """Write ``--json`` and ``--markdown`` files of a run that passed."""
+    if json_path:
+        with open(json_path, "w") as file:
+            file.write(json.dumps(results.data, indent=2) + "\n")
+    if markdown_path:
+        with open(markdown_path, "w") as file:
+            file.write(results.markdown)
