@@ -13,7 +13,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git
+.PHONY: serve test lint clean setup git chromium
 
 # The metrics directory is emptied before the servers start (every process adds its counters
 # there). --no-access-log: the server writes its own access log, with secrets redacted
@@ -39,13 +39,19 @@ lint: $(INSTALLED)
 clean:
 	rm -rf $(VENV) var staticfiles
 
-setup: git $(INSTALLED)
+setup: git chromium $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 
 # git serves clones and pushes (DESIGN.md, decision 3) and is the oracle of the engine tests.
 git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
+
+# The web UI's browser tests (tests/web/) drive Debian's chromium through Playwright;
+# Playwright's own browser download cannot work here.
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
 
 # The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
 # their tests (tests/client) run from the work tree.

@@ -67,6 +67,10 @@ AGENTGIT: dict[str, Any] = {
     "RATE_LIMIT": float(os.environ.get("AGENTGIT_RATE_LIMIT") or 200),
     "RATE_BURST": _env_int("AGENTGIT_RATE_BURST", 400),
     "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
+    # Web UI login attempts allowed per client address and per user name (django-ratelimit's
+    # "count/period"); over either the login form answers 429 without checking the password.
+    "LOGIN_RATE_ADDRESS": os.environ.get("AGENTGIT_LOGIN_RATE_ADDRESS", "30/m"),
+    "LOGIN_RATE_USER": os.environ.get("AGENTGIT_LOGIN_RATE_USER", "10/m"),
     # Where every server and worker process keeps its metrics (prometheus-client's multiprocess
     # files, summed by a scrape); emptied when a deployment starts. Env: PROMETHEUS_MULTIPROC_DIR
     # (prometheus-client's own name). Default: <data dir>/metrics.
@@ -121,6 +125,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "repos.web.security.SecurityHeadersMiddleware",
     "agentgit_site.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -236,6 +241,26 @@ STORAGES = {
     # Compressed but not hashed names: pages render even before collectstatic has run.
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+
+# The web UI: people log in with a session (repos/web/auth.py); agents' tokens never do.
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:home"
+CSRF_COOKIE_HTTPONLY = True  # no script reads it: forms carry the token
+# Login attempt counters (django-ratelimit) must be shared by every server process: in Redis
+# when REDIS_URL is set, else in files under the data directory (the processes of one machine;
+# file increments are not atomic, so two racing attempts may count once).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}
+        if os.environ.get("REDIS_URL")
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": _DATA_DIR / "ratelimit-cache",
+        }
+    ),
+}
+RATELIMIT_USE_CACHE = "ratelimit"
 
 # Local development is plain http, where secure cookies would never be sent back.
 SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES")

@@ -17,13 +17,15 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, history_bench, landing_cost, report
+from . import candidates, cycle, engine_bench, history_bench, landing_cost, report, web_bench
+
+R = TypeVar("R")
 
 #: Where a suite reports what it is doing (the command's stderr).
 Log = Callable[[str], None]
@@ -105,6 +107,21 @@ def assignment(text: str) -> tuple[str, str]:
 def _progress(unit: str, total: int | None = None) -> tqdm:  # type: ignore[type-arg]
     # A bar on a terminal only (tqdm's disable=None), so logs and tests stay clean.
     return tqdm(total=total, file=sys.stderr, disable=None, unit=unit)
+
+
+def _in_steps(work: Callable[[Callable[[str], None]], R]) -> R:
+    """``work(step)`` with a progress bar that ``step(name)`` advances; a row's failed check
+    (AssertionError) fails the run."""
+    with _progress("step") as bar:
+
+        def step(name: str) -> None:
+            bar.set_description(name)
+            bar.update(1)
+
+        try:
+            return work(step)
+        except AssertionError as error:
+            raise BenchmarkFailed(str(error)) from None
 
 
 # ------------------------------------------------------------------------------ engine
@@ -237,16 +254,9 @@ def _history_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _history_run(options: dict[str, Any], log: Log) -> Results:
-    with _progress("step") as bar:
-
-        def on_row(name: str) -> None:
-            bar.set_description(name)
-            bar.update(1)
-
-        try:
-            run = history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=on_row)
-        except AssertionError as error:
-            raise BenchmarkFailed(str(error)) from None
+    run = _in_steps(
+        lambda step: history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=step)
+    )
     table = history_bench.format_history(run)
     return Results(table, history_bench.history_json(run), table)
 
@@ -271,6 +281,28 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
     except AssertionError as error:  # an answer that was not the fast-forward each landing is
         raise BenchmarkFailed(str(error)) from None
     return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
+
+
+# ------------------------------------------------------------------------------ web
+
+
+def _web_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--files", type=positive, default=web_bench.DEFAULT_FILES, help="files of the big repository")
+    parser.add_argument(
+        "--changesets", type=positive, default=web_bench.DEFAULT_COMMITS, help="its changesets after the import"
+    )
+    parser.add_argument("--samples", type=positive, default=web_bench.DEFAULT_SAMPLES, help="requests per page")
+
+
+def _web_run(options: dict[str, Any], log: Log) -> Results:
+    run = _in_steps(
+        lambda step: web_bench.run_web_benchmark(
+            options["files"], options["changesets"], samples=options["samples"], on_step=step
+        )
+    )
+    table = web_bench.format_web(run)
+    failures = "query counts grow with the repository: " + ", ".join(run.growing) if run.growing else ""
+    return Results(table, web_bench.web_json(run), table, failures)
 
 
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
@@ -306,6 +338,12 @@ SUITES: dict[str, Suite] = {
             "requests and bytes per landing of a two-file change: the separate endpoints against one call",
             _landing_arguments,
             _landing_run,
+        ),
+        Suite(
+            "web",
+            "server time and queries of the web UI's main pages on a big and a small repository",
+            _web_arguments,
+            _web_run,
         ),
     )
 }

@@ -306,3 +306,29 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.credential_id})"
+
+
+# ----------------------------------------------------------------------------- web access
+
+
+class RepositoryAccess(models.Model):
+    """A person's read access to one repository in the web UI (superusers need none).
+
+    Granted and revoked only through ``repos.services.access``. Without a row, the repository
+    does not exist for that user: its pages answer 404, never 403.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="repository_access")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="access")
+    granted = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "repository access"
+        verbose_name_plural = "repository access"
+        ordering = ["repository_id", "user_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "repository"], name="one_access_per_user_and_repository")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} reads {self.repository}"

@@ -25,12 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
@@ -40,25 +37,16 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from agentgit_site.observability import note
 
 from ..errors import ERRORS, Invalid, Unauthenticated
-from ..services import metrics
 from ..services.admission import SCOPE_KEY
-from ..services.events import events_after
+from ..services.events import DEFAULT_TIMEOUT_S, KEEPALIVE_S, MAX_TIMEOUT_S, EventFeed, event_data
 from . import serializers as s
 from .base import ApiView, query_number, repository
 from .errors import answer_for
 
 if TYPE_CHECKING:
-    from ..models import Event
+    pass
 
 logger = logging.getLogger("repos.api")
-
-POLL_S = 0.1
-KEEPALIVE_S = 15.0
-DEFAULT_TIMEOUT_S = 25.0
-MAX_TIMEOUT_S = 300.0
-#: Most events read per query.
-BATCH = 500
-KEEPALIVE = b": keep-alive\n\n"
 
 
 #: One Server-Sent Event as the schema describes it (OpenAPI 3.0: the schema of a
@@ -156,65 +144,6 @@ def _event_id(raw: str | None, *, empty_is_absent: bool) -> int | None:
     if after < 0:
         raise Invalid(f"an event id is not negative: {after}")
     return after
-
-
-def event_data(event: Event) -> dict:
-    """An event's data as both feeds send it: its payload plus ``seq`` and ``created``."""
-    return {**event.payload, "seq": event.seq, "created": event.created.isoformat().replace("+00:00", "Z")}
-
-
-def encode(event: Event) -> bytes:
-    """One event in the SSE wire format."""
-    text = json.dumps(event_data(event), separators=(",", ":"), default=str)
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {text}\n\n".encode()
-
-
-class EventFeed:
-    """The events of one repository after ``after``, polled until ``timeout_s`` has passed."""
-
-    def __init__(self, repository_id: int, after: int, timeout_s: float) -> None:
-        self.repository_id = repository_id
-        self.after = after
-        now = time.monotonic()
-        self.deadline = now + timeout_s
-        self.quiet_since = now
-
-    def fetch(self) -> list[Event]:
-        return events_after(self.repository_id, self.after, BATCH)
-
-    def step(self, events: list[Event]) -> tuple[bytes, float | None]:
-        """After a fetch: the bytes to send, and the pause before the next fetch (None: the end)."""
-        now = time.monotonic()
-        if events:
-            self.after = events[-1].seq
-            self.quiet_since = now
-            metrics.observe_relayed(event.created for event in events)
-            return b"".join(encode(event) for event in events), 0.0
-        if now >= self.deadline:
-            return b"", None
-        chunk = b""
-        if now - self.quiet_since >= KEEPALIVE_S:
-            chunk, self.quiet_since = KEEPALIVE, now
-        return chunk, min(POLL_S, self.deadline - now)
-
-    def synchronous(self) -> Iterator[bytes]:
-        while True:
-            chunk, pause = self.step(self.fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            time.sleep(pause)
-
-    async def asynchronous(self) -> AsyncIterator[bytes]:
-        fetch = sync_to_async(self.fetch)  # thread-sensitive: the request's own thread and connection
-        while True:
-            chunk, pause = self.step(await fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
 
 
 # ------------------------------------------------------------------------------ WebSocket

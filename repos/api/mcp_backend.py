@@ -23,9 +23,9 @@ from ..errors import Invalid, Unavailable, api_error
 from ..models import Credential, Operation
 from ..services import content, integration, landing, proposals, reads
 from ..services.credentials import require_scope
+from ..services.events import EventFeed, event_data
 from ..services.repositories import get_repository
 from .errors import error_from_dict
-from .events import EventFeed, event_data
 from .serializers import ProposalSerializer
 
 #: The longest a tool waits for an integration before answering that it is still queued.
