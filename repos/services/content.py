@@ -12,6 +12,7 @@ from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signa
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Repository
+from . import refmirror
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -136,6 +137,7 @@ def create_changeset(
     except EngineError as error:
         raise from_engine(error, missing=Invalid) from None
     commit = store.read_commit(commit_id)
+    refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
     try:
         with transaction.atomic():
             return Changeset.objects.create(

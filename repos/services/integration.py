@@ -39,7 +39,7 @@ from engine.integrate import Integration, Outcome, integrate
 
 from ..errors import Aborted, NotFound, from_engine
 from ..models import Operation, Proposal, Repository, Stream
-from . import derived
+from . import derived, refmirror
 from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
 
@@ -129,13 +129,18 @@ class Recovery(NamedTuple):
     derived: int
 
 
-def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery:
-    """Finish what a crash (or an upgrade) left behind: land every queued operation, then derive
-    every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
-    start, on the beat schedule and by ``make serve``."""
+def recover(progress: Callable[[str, int, int], None] | None = None, *, full_mirror: bool = True) -> Recovery:
+    """Finish what a crash (or an upgrade) left behind: land every queued operation, derive
+    every head's missing data (``progress``: see ``derived.derive_missing``), and rebuild the ref
+    mirror from the database (``full_mirror``: the changesets' protection refs too). Run at
+    worker start, on the beat schedule (``full_mirror=False``) and by ``make serve``."""
     stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
-    return Recovery(landed, derived.derive_missing(progress))
+    result = Recovery(landed, derived.derive_missing(progress))
+    # The mirror follows the database, whatever a crash left on disk (refmirror). The changeset
+    # protection refs need a walk of each history: at start-up only, not on every beat.
+    refmirror.rebuild_all(changesets=full_mirror)
+    return result
 
 
 class _LostRace(Exception):
@@ -207,6 +212,13 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             _after_commit("derive_missing", derived.derive_missing)
         crash_point("cas_applied")
     crash_point("committed")
+    integrated = [
+        (operation.proposal_id, operation.proposal.head)
+        for operation, integration, _error in results
+        if integration is not None and integration.outcome != Outcome.CONFLICT
+    ]
+    if head != stream.head or integrated:
+        refmirror.follow_landing(repository, stream.name, integrated)
     return len(operations)
 
 

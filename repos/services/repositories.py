@@ -12,6 +12,7 @@ from engine.objects import check_object_id, is_object_id
 from ..errors import Invalid, NotFound, from_engine
 from ..lookups import Lookup
 from ..models import Repository, Stream
+from . import refmirror
 from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
 from .stores import store_for
 
@@ -56,6 +57,7 @@ def create_repository(name: str) -> Repository:
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
     except IntegrityError:
         raise Invalid(f"a repository named {name!r} already exists") from None
+    refmirror.follow_head(repository)
     return repository
 
 
@@ -95,6 +97,7 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
         raise Invalid(f"a stream named {name!r} already exists in {repository.name}") from None
+    refmirror.follow_stream(repository, name)
     return stream
 
 
