@@ -16,10 +16,13 @@ from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import BodyLimit, LoadShedding  # noqa: E402
 from repos.api.events import EventsConsumer  # noqa: E402
+from repos.git_http.app import GitHttp  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": LoadShedding(BodyLimit(django_application)),
+        # /git/ streams packs both ways with its own push limit: in front of the body limit,
+        # behind load shedding.
+        "http": LoadShedding(GitHttp(BodyLimit(django_application))),
         "websocket": URLRouter([path("ws/repos/<str:repo>/events", EventsConsumer.as_asgi())]),
     }
 )
