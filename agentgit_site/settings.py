@@ -61,6 +61,8 @@ AGENTGIT = {
     "RATE_LIMIT": float(os.environ.get("AGENTGIT_RATE_LIMIT") or 200),
     "RATE_BURST": _env_int("AGENTGIT_RATE_BURST", 400),
     "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
+    # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
+    "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
 }
 
 # Request bodies: one limit for everything Django reads (the API answers 413 beyond it).

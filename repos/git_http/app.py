@@ -242,8 +242,9 @@ def _v0_capabilities(service: str) -> str:
     reader.feed(out)
     first = reader.next()
     caps = first.split(b"\0", 1)[1].decode().strip() if isinstance(first, bytes) and b"\0" in first else ""
-    # push-options would need parsing we do not do; the rest is git's.
-    return " ".join(cap for cap in caps.split() if cap != "push-options" and not cap.startswith("symref="))
+    # Not offered: push options (not read) and atomic pushes (each command applies on its own).
+    refused = ("push-options", "atomic")
+    return " ".join(cap for cap in caps.split() if cap not in refused and not cap.startswith("symref="))
 
 
 def _ask_git_empty_repository(command: str, env: dict[str, str]) -> bytes:

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from engine import changeset as engine_changeset
 from engine.errors import EngineError
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
+from engine.renames import diff_with_renames
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Repository
@@ -185,3 +186,56 @@ def _author(provenance: dict, credential: Credential | None) -> Signature:
     name = "".join(c for c in name if c not in "<>\n\x00")[:100] or "agent"
     email = "".join(c for c in email if c not in "<>\n\x00 ")[:100]
     return Signature(name, email, int(time.time()))
+
+
+def record_commits(
+    repository: Repository, commit_ids: list[str], *, credential: Credential | None, provenance: dict
+) -> int:
+    """Record commits that arrived by git (a push, an import) as changesets; returns how many were new.
+
+    Each one's operation list is derived from its diff against its first parent, renames
+    detected (a rename that also changed the content carries the new ``blob``). The caller has
+    protected the commits in the ref mirror; rows already there are left as they are.
+    """
+    store = store_for(repository.name)
+    known = set(
+        Changeset.objects.filter(repository=repository, commit_id__in=commit_ids).values_list("commit_id", flat=True)
+    )
+    rows = []
+    for commit_id in commit_ids:
+        if commit_id in known:
+            continue
+        commit = store.read_commit(commit_id)
+        parent_tree = store.read_commit(commit.parents[0]).tree if commit.parents else None
+        rows.append(
+            Changeset(
+                repository=repository,
+                commit_id=commit_id,
+                parents=list(commit.parents),
+                tree=commit.tree,
+                message=commit.message,
+                operations=operations_of(store, parent_tree, commit.tree),
+                provenance=provenance,
+                credential=credential,
+            )
+        )
+    Changeset.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    return len(rows)
+
+
+def operations_of(store, old_tree: str | None, new_tree: str) -> list[dict]:
+    """The operation list (API.md's shape) that turns ``old_tree`` into ``new_tree``."""
+    operations = []
+    for change in diff_with_renames(store, old_tree, new_tree):
+        if change.status == "deleted":
+            operations.append({"op": "delete", "path": change.path})
+        elif change.status == "renamed":
+            operation = {"op": "rename", "from": change.old_path, "to": change.path}
+            if change.old != change.new:
+                operation.update(blob=change.new.id, mode=f"{change.new.mode:o}")
+            operations.append(operation)
+        else:
+            operations.append(
+                {"op": "write", "path": change.path, "blob": change.new.id, "mode": f"{change.new.mode:o}"}
+            )
+    return operations
