@@ -210,9 +210,9 @@ def apply_commands(credential: Credential, repository: Repository, commands: lis
     show the client. A refused command gets its ``refusal``; the others still apply."""
     tips = sorted({command.new for command in commands if not command.deletes})
     if tips:
+        new = _new_commits(repository, tips)
         for tip in tips:
             refmirror.protect_changeset(repository.name, tip)  # before any row names them
-        new = _new_commits(repository, tips)
         provenance = {"source": "git push", "credential": credential.name or credential.token_prefix}
         content.record_commits(repository, new, credential=credential, provenance=provenance)
     messages: list[str] = []

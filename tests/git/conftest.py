@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.api.conftest import ALL_BUT_ADMIN, Api, _own_repos_dir, admin, api, client_for, client_with  # noqa: F401 (fixtures' helpers)  # noqa: F401 (fixtures)
 
 
@@ -28,3 +30,46 @@ def fsck(git_dir: Path) -> str:
     problems = [line for line in output.splitlines() if line.strip() and not line.startswith(("notice:", "dangling"))]
     assert done.returncode == 0 and not problems, f"git fsck --strict failed in {git_dir}:\n{output}"
     return output
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: end-to-end tests against real server and worker processes")
+
+
+REAL_SERVER_MODULES = ("test_smart_http", "test_push_safety", "test_import")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in REAL_SERVER_MODULES and "/git/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.e2e)
+
+
+class Remote:
+    """A real server's repository as git sees it: its URL with a token, and git run against it."""
+
+    def __init__(self, deployment, repo: str, token: str, work: Path) -> None:
+        self.deployment, self.repo, self.token, self.work = deployment, repo, token, work
+
+    def url(self, token: str | None = None, repo: str | None = None) -> str:
+        host = self.deployment.url.removeprefix("http://")
+        return f"http://agent:{token or self.token}@{host}/git/{repo or self.repo}.git"
+
+    def clone(self, name: str, *args: str, token: str | None = None, check: bool = True):
+        return git(self.work, "clone", *args, self.url(token), name, check=check)
+
+    def checkout(self, name: str) -> Path:
+        path = self.work / name
+        git(path, "config", "user.name", "Pusher")
+        git(path, "config", "user.email", "pusher@example.com")
+        return path
+
+
+def commit_file(clone: Path, path: str, text: str, message: str | None = None) -> str:
+    """Write a file in a clone and commit it; the new commit's id."""
+    target = clone / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    git(clone, "add", path)
+    git(clone, "commit", "-q", "-m", message or f"write {path}")
+    return git(clone, "rev-parse", "HEAD").stdout.strip()
