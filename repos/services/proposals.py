@@ -26,7 +26,7 @@ def open_proposal(
         proposal = Proposal.objects.create(
             repository=repository, stream=target, head=head_id, title=title, author=credential
         )
-        refmirror.protect_proposal(repository.name, proposal.pk, head_id)  # before the row commits
+        refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
         append_event(repository, PROPOSAL_OPENED, {"proposal": proposal.pk, "stream": stream, "head": head_id})
     return proposal
 

@@ -56,7 +56,9 @@ def test_what_git_clone_and_fetch_ask_for(many_streams):
     assert len(queries.captured_queries) == 1
 
     # git clone: HEAD (a symref) and every branch.
-    cloned = _answer(many_streams, "symrefs", "unborn", "ref-prefix HEAD", "ref-prefix refs/heads/", "ref-prefix refs/tags/")
+    cloned = _answer(
+        many_streams, "symrefs", "unborn", "ref-prefix HEAD", "ref-prefix refs/heads/", "ref-prefix refs/tags/"
+    )
     assert cloned[0] == f"{'b' * 40} HEAD symref-target:refs/heads/main"
     assert len(cloned) == 1 + 10_001
 

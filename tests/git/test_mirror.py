@@ -30,7 +30,18 @@ def _history(api) -> dict:
     assert api.post("/streams", {"name": "topic/x", "from": base}).status_code == 201
     waiting = api.propose(api.write(base, {"d.txt": "d\n"}, "waiting\n"), stream="topic/x")
     lonely = api.write(None, {"lonely.txt": "nobody proposed me\n"}, "lonely\n")
-    return {"conflicted": conflicted, "waiting": waiting, "lonely": lonely}
+    # A commit the store has but no row records (git wrote it), proposed by its id.
+    git_dir = stores.repository_path("demo")
+    tree = git(git_dir, "rev-parse", f"{base}^{{tree}}").stdout.strip()
+    stray = git(git_dir, "commit-tree", tree, "-m", "made by git", env=_IDENTITY).stdout.strip()
+    unrecorded = api.propose(stray, stream="topic/x")
+    return {"conflicted": conflicted, "waiting": waiting, "lonely": lonely, "unrecorded": unrecorded}
+
+
+_IDENTITY = {"GIT_AUTHOR_NAME": "git", "GIT_AUTHOR_EMAIL": "git@example.com"} | {
+    "GIT_COMMITTER_NAME": "git",
+    "GIT_COMMITTER_EMAIL": "git@example.com",
+}
 
 
 def _reads_back(api, made: dict) -> None:
@@ -61,8 +72,14 @@ def test_the_mirror_holds_streams_head_proposals_and_unlanded_changesets(api):
     assert refs["refs/heads/main"] == api.head("main")
     assert refs["refs/heads/topic/x"] == api.head("topic/x")
     assert (git_dir / "HEAD").read_text() == "ref: refs/heads/main\n"
-    assert f"refs/agentgit/proposals/{made['conflicted']}" in refs
-    assert f"refs/agentgit/proposals/{made['waiting']}" in refs
+    # Proposals of recorded changesets are protected by the changesets' refs; the others by their own.
+    assert f"refs/agentgit/proposals/{made['unrecorded']}" in refs
+    assert [name for name in refs if name.startswith("refs/agentgit/proposals/")] == [
+        f"refs/agentgit/proposals/{made['unrecorded']}"
+    ]
+    for proposal in ("conflicted", "waiting"):
+        head = Proposal.objects.get(pk=made[proposal]).head
+        assert refs[f"refs/agentgit/changesets/{head}"] == head
     assert refs[f"refs/agentgit/changesets/{made['lonely']}"] == made["lonely"]
     # What a landing put on a stream is no longer protected on its own.
     landed = Proposal.objects.filter(state="integrated").values_list("id", "head")
