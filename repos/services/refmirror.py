@@ -116,47 +116,63 @@ def configure(path: Path | str) -> None:
 # ----------------------------------------------------------------------------- ref files
 
 
-@contextlib.contextmanager
-def _ref_lock(path: Path):
-    """git's lock file for the ref at ``path``: ``<path>.lock`` created exclusively."""
-    lock = path.with_name(path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + _LOCK_WAIT_S
-    pause = 0.0005
-    while True:
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            break
-        except FileExistsError:
-            with contextlib.suppress(FileNotFoundError):
-                if time.time() - lock.stat().st_mtime > _STALE_LOCK_S:
-                    lock.unlink()
-                    continue
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{lock} is held") from None
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-    try:
-        yield fd, lock
-    finally:
-        with contextlib.suppress(OSError):
+class _RefLock:
+    """git's lock file for the ref at ``path``: ``<path>.lock``, created exclusively; the new
+    value is written to it and renamed over the ref (:meth:`commit`), or it is removed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = path.with_name(path.name + ".lock")
+        self.fd: int | None = None
+        self.committed = False
+
+    def __enter__(self) -> _RefLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        pause = 0.0005
+        while True:
+            try:
+                self.fd = os.open(self.lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                return self
+            except FileExistsError:
+                with contextlib.suppress(FileNotFoundError):
+                    if time.time() - self.lock.stat().st_mtime > _STALE_LOCK_S:
+                        self.lock.unlink()
+                        continue
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.lock} is held") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+
+    def commit(self, content: str) -> None:
+        os.write(self.fd, content.encode())
+        self._close()
+        os.replace(self.lock, self.path)
+        self.committed = True  # the lock file is the ref now; the next .lock is someone else's
+
+    def _close(self) -> None:
+        # Exactly once: a second close could close another thread's new file with this number.
+        fd, self.fd = self.fd, None
+        if fd is not None:
             os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            lock.unlink()
+
+    def __exit__(self, *exc_info) -> None:
+        self._close()
+        if not self.committed:
+            with contextlib.suppress(FileNotFoundError):
+                self.lock.unlink()
 
 
 def _set_ref(git_dir: Path, name: str, value_of) -> None:
     """Write the loose ref ``name`` with ``value_of()`` (an id, or None to remove it), read under its lock."""
     path = git_dir / name
-    with _ref_lock(path) as (fd, lock):
+    with _RefLock(path) as lock:
         oid = value_of()
         if oid is None:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-            return
-        os.write(fd, f"{oid}\n".encode())
-        os.close(fd)
-        os.replace(lock, path)
+        else:
+            lock.commit(f"{oid}\n")
 
 
 def _remove_ref(git_dir: Path, name: str) -> None:
@@ -222,10 +238,8 @@ def follow_head(repository: Repository) -> None:
 
 
 def _set_symbolic(head: Path, target: str) -> None:
-    with _ref_lock(head) as (fd, lock):
-        os.write(fd, target.encode())
-        os.close(fd)
-        os.replace(lock, head)
+    with _RefLock(head) as lock:
+        lock.commit(target)
 
 
 # ----------------------------------------------------------------------------- rebuild
