@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
 
@@ -188,15 +189,37 @@ def _author(provenance: dict, credential: Credential | None) -> Signature:
     return Signature(name, email, int(time.time()))
 
 
+#: Commits recorded per query and bulk insert by :func:`record_commits`.
+RECORD_CHUNK = 500
+
+
 def record_commits(
-    repository: Repository, commit_ids: list[str], *, credential: Credential | None, provenance: dict
+    repository: Repository,
+    commit_ids: list[str],
+    *,
+    credential: Credential | None,
+    provenance: dict,
+    progress: Callable[[int], None] | None = None,
 ) -> int:
     """Record commits that arrived by git (a push, an import) as changesets; returns how many were new.
 
     Each one's operation list is derived from its diff against its first parent, renames
     detected (a rename that also changed the content carries the new ``blob``). The caller has
     protected the commits in the ref mirror; rows already there are left as they are.
+    ``progress(n)`` is told of every ``n`` commits done.
     """
+    new = 0
+    for start in range(0, len(commit_ids), RECORD_CHUNK):
+        chunk = commit_ids[start : start + RECORD_CHUNK]
+        new += _record_chunk(repository, chunk, credential, provenance)
+        if progress is not None:
+            progress(len(chunk))
+    return new
+
+
+def _record_chunk(
+    repository: Repository, commit_ids: list[str], credential: Credential | None, provenance: dict
+) -> int:
     store = store_for(repository.name)
     known = set(
         Changeset.objects.filter(repository=repository, commit_id__in=commit_ids).values_list("commit_id", flat=True)
@@ -219,7 +242,7 @@ def record_commits(
                 credential=credential,
             )
         )
-    Changeset.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    Changeset.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
 
 

@@ -263,7 +263,7 @@ class NotFastForward(Exception):
     """A push that would not fast-forward the stream (or raced another change): refused, nothing moved."""
 
 
-def push_fast_forward(stream: Stream, expected: str | None, new: str, credential) -> dict:
+def push_fast_forward(stream: Stream, expected: str | None, new: str, credential, *, via: str = "git push") -> dict:
     """Move ``stream`` from ``expected`` to ``new`` by fast-forward only (a git push to
     ``refs/heads/S``): one transaction holding the stream's row lock, with a proposal and an
     operation recording it (done, ``fast_forward``) and its ``stream.integrate`` event, as a
@@ -292,7 +292,7 @@ def push_fast_forward(stream: Stream, expected: str | None, new: str, credential
             repository=repository,
             stream=locked,
             head=new,
-            title=f"git push to {locked.name}",
+            title=f"{via} to {locked.name}",
             author=credential,
             state=Proposal.State.INTEGRATED,
             outcome=Outcome.FAST_FORWARD.value,

@@ -46,13 +46,14 @@ def check_stream_name(name: object) -> str:
     return name
 
 
-def create_repository(name: str) -> Repository:
+def create_repository(name: str, default_stream: str = "main") -> Repository:
     """A new repository with its bare git repository and an empty default stream."""
     check_repository_name(name)
+    check_stream_name(default_stream)
     store_for(name)  # the directory exists before any row names it
     try:
         with transaction.atomic():
-            repository = Repository.objects.create(name=name)
+            repository = Repository.objects.create(name=name, default_stream=default_stream)
             stream = Stream.objects.create(repository=repository, name=repository.default_stream)
             append_event(repository, REPOSITORY_CREATED, {"name": name})
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
