@@ -63,6 +63,10 @@ AGENTGIT = {
     "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
     # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
     "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
+    # Maintenance (repos.services.maintenance) repacks a repository with at least this many
+    # loose objects or packs.
+    "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
+    "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
 }
 
 # Request bodies: one limit for everything Django reads (the API answers 413 beyond it).
@@ -83,6 +87,7 @@ CELERY_DB_REUSE_MAX = _env_int("AGENTGIT_DB_REUSE_MAX", 1000)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
+    "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
 }
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(_DATA_DIR / "secret_key", nbytes=50)

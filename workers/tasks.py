@@ -6,7 +6,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from repos.services import derived, integration
+from repos.services import derived, integration, maintenance
 
 # A landing that meets a transient database failure (a lost connection, a deadlock victim, too
 # many clients) is tried again shortly, rather than leaving its operations queued until the next
@@ -28,10 +28,18 @@ def land_stream(stream_id: int) -> int:
 
 
 @shared_task(name="workers.tasks.recover")
-def recover() -> int:
+def recover(full_mirror: bool = False) -> int:
     """Land every operation a crash left queued and derive what is missing; scheduled by beat,
-    and run at worker start. Returns how many operations it landed."""
-    return integration.recover().landed
+    and run at worker start (with ``full_mirror``: the ref mirror's changeset refs too, a walk of
+    every history). Returns how many operations it landed."""
+    return integration.recover(full_mirror=full_mirror).landed
+
+
+@shared_task(name="workers.tasks.maintain")
+def maintain() -> int:
+    """Repack the repositories that need it and sweep their ref mirrors (scheduled by beat);
+    returns how many were repacked."""
+    return sum(state.outcome == "done" for state in maintenance.maintain_all())
 
 
 @shared_task(name="workers.tasks.derive_missing", autoretry_for=_TRANSIENT, retry_backoff=1, max_retries=8)
@@ -42,4 +50,4 @@ def derive_missing() -> int:
 
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
-    recover.delay()
+    recover.delay(full_mirror=True)

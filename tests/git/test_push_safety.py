@@ -128,3 +128,44 @@ def test_production_mode_clone_and_push_through_workers(tmp_path):
             assert git(clone, "rev-parse", "HEAD").stdout.strip() == merged
             fsck(clone)
             fsck(deployment.repository_dir(REPO))
+
+
+def test_maintenance_beside_landings_pushes_and_clones_loses_nothing(server, tmp_path):
+    import threading
+
+    remote = Remote(server, REPO, server.token, tmp_path)
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def maintain_repeatedly() -> None:
+        while not stop.is_set():
+            try:
+                server.manage("agentgit_maintain", "--force", REPO)
+            except Exception as error:  # reported below, not lost in the thread
+                failures.append(str(error))
+                return
+
+    maintainer = threading.Thread(target=maintain_repeatedly)
+    maintainer.start()
+    try:
+        with ApiClient(server.url, server.token) as rest:
+            remote.clone("pusher", "-q")
+            clone = remote.checkout("pusher")
+            for n in range(12):
+                head = rest.write(REPO, rest.head(REPO), {f"rest-{n}.txt": f"{n}\n"}, f"rest {n}")
+                rest.integrate(REPO, rest.open_proposal(REPO, head)["id"])
+                git(clone, "pull", "-q", "--ff-only", "origin", "main")
+                commit_file(clone, f"git-{n}.txt", f"{n}\n")
+                git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+                remote.clone(f"reader-{n}", "-q", "--depth", "1")
+            final = rest.head(REPO)
+    finally:
+        stop.set()
+        maintainer.join(timeout=120)
+    assert not failures, failures
+    remote.clone("final", "-q")
+    assert git(remote.work / "final", "rev-parse", "HEAD").stdout.strip() == final
+    fsck(remote.work / "final")
+    fsck(server.repository_dir(REPO))
+    loose = git(server.repository_dir(REPO), "count-objects").stdout
+    assert loose.startswith("0 objects") or int(loose.split()[0]) < 50, loose
