@@ -22,7 +22,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from repos.benchmarks import cycle, deployment, history_bench
+from repos.benchmarks import cycle, deployment, git_bench, history_bench
 from repos.benchmarks.candidates import format_candidates, run_candidates
 from repos.benchmarks.engine_bench import (
     BACKENDS,
@@ -88,7 +88,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("suite", choices=["engine", "candidates", "cycle", "history"], help="what to benchmark")
+        parser.add_argument(
+            "suite", choices=["engine", "candidates", "cycle", "history", "git"], help="what to benchmark"
+        )
         parser.add_argument(
             "--sizes",
             type=_sizes,
@@ -135,6 +137,13 @@ class Command(BaseCommand):
         )
         group.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
         group.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
+        group = parser.add_argument_group("git", "options of the git suite")
+        group.add_argument(
+            "--files", type=_positive, default=git_bench.DEFAULT_FILES, help="files of the cloned repository"
+        )
+        group.add_argument(
+            "--streams", type=_positive, default=git_bench.DEFAULT_STREAMS, help="streams of the ls-refs row"
+        )
         group = parser.add_argument_group("history", "options of the history suite")
         group.add_argument(
             "--commits",
@@ -144,6 +153,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, suite, sizes, backend, samples, json_path, markdown_path, **options) -> None:
+        if suite == "git":
+            self.git(options["files"], options["streams"], samples, json_path)
+            return
         if suite == "history":
             self.history(options["commits"], samples, json_path, markdown_path)
             return
@@ -221,3 +233,11 @@ class Command(BaseCommand):
             Path(json_path).write_text(json.dumps({"rows": rows}, indent=2) + "\n")
         if markdown_path:
             Path(markdown_path).write_text(table)
+
+    def git(self, files: int, streams: int, samples: int, json_path: str | None) -> None:
+        """Stock git through the server beside git on the repository directory (repos.benchmarks.git_bench)."""
+        with tqdm(file=sys.stderr, disable=None, bar_format="{desc}") as bar:
+            rows = git_bench.run_git_benchmark(files, streams, samples, progress=bar.set_description_str)
+        self.stdout.write(git_bench.format_rows(rows), ending="")
+        if json_path:
+            Path(json_path).write_text(json.dumps(git_bench.rows_json(rows), indent=2) + "\n")
