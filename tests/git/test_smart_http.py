@@ -245,3 +245,25 @@ def test_every_repository_directory_survives_gc_prune_now(remote, rest, server):
     fsck(directory)
     remote.clone("after-gc", "-q")
     fsck(remote.work / "after-gc")
+
+
+def test_a_clone_of_ten_thousand_files_has_exactly_the_tree_the_rest_api_reports(server, rest, tmp_path):
+    rest.create_repo("wide")
+    operations = [
+        {"op": "write", "path": f"d{n // 100:03d}/f{n:05d}.txt", "content": f"file {n}\n"} for n in range(10_000)
+    ]
+    head = rest.create_changeset("wide", None, operations, "ten thousand files")["id"]
+    rest.integrate("wide", rest.open_proposal("wide", head)["id"])
+    remote = Remote(server, "wide", server.token, tmp_path)
+
+    remote.clone("wide", "-q")
+
+    listed = git(remote.work / "wide", "ls-tree", "-r", "HEAD").stdout.splitlines()
+    cloned = {line.split("\t")[1]: line.split()[2] for line in listed}
+    reported = {}
+    for directory in rest.tree("wide", "main"):
+        assert directory["type"] == "dir"
+        for entry in rest.tree("wide", "main", directory["path"]):
+            reported[entry["path"]] = entry["id"]
+    assert cloned == reported and len(cloned) == 10_000
+    fsck(remote.work / "wide")
