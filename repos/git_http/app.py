@@ -132,6 +132,11 @@ class GitHttp:
             pass
         except ApiError as error:
             await _answer_error(send, error)
+        except Exception:
+            # Never expected; the answer may have started already, so this can only try.
+            logger.exception("git request %s %s failed", scope["method"], scope["path"])
+            with contextlib.suppress(Exception):
+                await _answer_error(send, ApiError("internal error; the server log has the details"))
 
     async def _serve(self, scope, receive, send) -> None:
         route = _ROUTE.match(scope["path"])

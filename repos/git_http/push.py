@@ -147,24 +147,23 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
     received = 0
-    over = False
+    sent = False
     try:
         async for chunk in pack:
             received += len(chunk)
             if limit and received > limit:
-                over = True
-                break
+                return f"the push is over the limit of {limit} bytes (AGENTGIT_GIT_MAX_PUSH_BYTES); nothing was kept"
             process.stdin.write(chunk)
             await process.stdin.drain()
+        process.stdin.close()
+        sent = True
     except (BrokenPipeError, ConnectionResetError):
-        pass
+        sent = True  # index-pack stopped reading by itself: its exit status says why
     finally:
-        with contextlib.suppress(Exception):
-            process.stdin.close()
-    if over:
-        process.kill()
-        await process.wait()
-        return f"the push is over the limit of {limit} bytes (AGENTGIT_GIT_MAX_PUSH_BYTES); nothing was kept"
+        if not sent:  # over the limit, or the client went away: the pack is abandoned
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
     _out, err = await process.communicate()
     if process.returncode != 0:
         return "index-pack failed: " + " ".join(err.decode(errors="replace").split())[:300]

@@ -280,6 +280,13 @@ def _reachable(git_dir: Path, tips: set[str]) -> set[str]:
     return set(out.split())
 
 
+def _missing_objects(git_dir: Path, oids: set[str]) -> set[str]:
+    if not oids:
+        return set()
+    out = git(git_dir, "cat-file", "--batch-check=%(objectname)", input="".join(f"{oid}\n" for oid in sorted(oids)))
+    return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
+
+
 def actual_refs(git_dir: Path) -> dict[str, str]:
     """The refs on disk in the mirrored namespaces (loose and packed: ``git for-each-ref``)."""
     out = git(git_dir, "for-each-ref", "--format=%(objectname) %(refname)", *MIRRORED)
@@ -303,9 +310,15 @@ def rebuild(repository: Repository, *, changesets: bool = True, attempts: int = 
     for attempt in range(1, attempts + 1):
         actual = actual_refs(git_dir)
         desired = desired_refs(repository, changesets=changesets)
+        changed = {name: oid for name, oid in desired.items() if actual.get(name) != oid}
+        missing = _missing_objects(git_dir, set(changed.values()))
+        if missing:
+            # git refuses a ref to an object it lacks, and the transaction with it: say so, and
+            # mirror the rest (that the database names a missing object is for fsck to report).
+            logger.error("%s: the database names missing objects %s", repository.name, sorted(missing)[:10])
         commands = []
-        for name, oid in desired.items():
-            if actual.get(name) != oid:
+        for name, oid in changed.items():
+            if oid not in missing:
                 commands.append(f"update {name} {oid} {actual.get(name, _ZERO)}\n")
         for name, oid in actual.items():
             if name not in desired and (changesets or not name.startswith(CHANGESETS)):

@@ -132,3 +132,16 @@ def test_every_repository_has_git_automatic_maintenance_off(api):
     stores.store_for("demo")
     assert git(git_dir, "config", "--get", "gc.auto").stdout.strip() == "0"
     assert settings.AGENTGIT["REPOS_DIR"] in git_dir.parents
+
+
+def test_a_head_whose_object_is_missing_does_not_stop_the_rest_of_the_mirror(api):
+    _history(api)
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+    repository.streams.create(name="broken", head="0123456789" * 4)  # names an object the store lacks
+    (git_dir / "refs" / "heads" / "main").unlink()
+
+    refmirror.rebuild(repository)
+
+    refs = refmirror.actual_refs(git_dir)
+    assert refs["refs/heads/main"] == api.head("main") and "refs/heads/broken" not in refs
