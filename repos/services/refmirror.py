@@ -276,7 +276,7 @@ def desired_refs(repository: Repository, *, changesets: bool = True) -> dict[str
 def _reachable(git_dir: Path, tips: set[str]) -> set[str]:
     if not tips:
         return set()
-    out = git(git_dir, "rev-list", "--stdin", input="".join(f"{tip}\n" for tip in sorted(tips)))
+    out = git(git_dir, "rev-list", "--ignore-missing", "--stdin", input="".join(f"{tip}\n" for tip in sorted(tips)))
     return set(out.split())
 
 
