@@ -10,7 +10,8 @@ from django.db import IntegrityError, transaction
 from engine import changeset as engine_changeset
 from engine.errors import EngineError
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
-from engine.renames import diff_with_renames
+from engine.renames import detect_renames
+from engine.trees import diff_trees
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Repository
@@ -248,9 +249,14 @@ def _record_chunk(
 
 def operations_of(store, old_tree: str | None, new_tree: str) -> list[dict]:
     """The operation list (API.md's shape) that turns ``old_tree`` into ``new_tree``."""
+    changes = diff_trees(store, old_tree, new_tree)
+    deletes = any(change.new is None for change in changes)
+    adds = any(change.old is None for change in changes)
+    # Renames pair deletions with additions; without both there are none to look for (an
+    # import's first commit, a push of new files: thousands of changes, no pass over them).
     operations = []
-    for change in diff_with_renames(store, old_tree, new_tree):
-        if change.status == "deleted":
+    for change in detect_renames(store, changes) if deletes and adds else changes:
+        if change.new is None:
             operations.append({"op": "delete", "path": change.path})
         elif change.status == "renamed":
             operation = {"op": "rename", "from": change.old_path, "to": change.path}
