@@ -205,9 +205,11 @@ def _run(deployment: Deployment, work: Path, files: int, streams: int, samples: 
     # `git fetch URL refs/heads/X` sends ref-prefix refs/heads/X (and a few more); the commit is
     # there already, so the request is ls-refs alone. (`git ls-remote URL pattern` sends no
     # prefix: its patterns match ref names from the end, so it lists every ref.)
+    # Both fetching repositories have one ref, so only the server's side differs.
     _git(work, "clone", "-q", "--bare", url(ONE), os.fspath(work / "one-clone"))
+    _git(work, "clone", "-q", "--bare", "--single-branch", url(REPO), os.fspath(work / "many-clone"))
     agent = f"refs/heads/agent-{streams // 2:05d}"
-    many = [_timed(lambda: _git(work / "clone-0", "fetch", "-q", url(REPO), agent)) for _ in range(samples * 3)]
+    many = [_timed(lambda: _git(work / "many-clone", "fetch", "-q", url(REPO), agent)) for _ in range(samples * 3)]
     one = [
         _timed(lambda: _git(work / "one-clone", "fetch", "-q", url(ONE), "refs/heads/main")) for _ in range(samples * 3)
     ]

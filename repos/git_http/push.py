@@ -26,7 +26,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..errors import ApiError, Forbidden, Invalid
+from engine.errors import EngineError
+
+from ..errors import ApiError, Forbidden, Invalid, from_engine
 from ..models import Credential, Repository, Stream
 from ..services import content, integration, proposals, refmirror, repositories
 from ..services.stores import repository_path
@@ -81,10 +83,13 @@ async def receive_pack(credential: Credential, repository: Repository, body: Asy
         return
     messages: list[str] = []
     unpack_error = None
+    # What the repository is known to hold whole: the streams' heads (the database's, not every
+    # ref on disk: reading 10 000 loose refs cost git more than the push itself).
+    complete = await in_thread(repositories.stream_heads, repository)
     if any(not command.deletes for command in commands):
-        unpack_error = await _receive_objects(repository, commands, reader.rest())
+        unpack_error = await _receive_objects(repository, commands, reader.rest(), complete)
     if unpack_error is None:
-        messages = await in_thread(apply_commands, credential, repository, commands)
+        messages = await in_thread(apply_commands, credential, repository, commands, complete)
     else:
         for command in commands:
             command.refusal = "unpacker error"
@@ -117,7 +122,9 @@ def report(commands: list[Command], unpack_error: str | None, messages: list[str
 # ----------------------------------------------------------------------------- the pack
 
 
-async def _receive_objects(repository: Repository, commands: list[Command], pack: AsyncIterator[bytes]) -> str | None:
+async def _receive_objects(
+    repository: Repository, commands: list[Command], pack: AsyncIterator[bytes], complete: set[str]
+) -> str | None:
     """Index the pushed pack in a quarantine, check it is connected, move it into the
     repository; None, or why not (the whole push is then refused and nothing is kept)."""
     git_dir = repository_path(repository.name)
@@ -132,7 +139,7 @@ async def _receive_objects(repository: Repository, commands: list[Command], pack
     try:
         error = await _index_pack(git_dir, env, pack)
         if error is None:
-            error = await _check_connected(git_dir, env, [c.new for c in commands if not c.deletes])
+            error = await _check_connected(git_dir, env, [c.new for c in commands if not c.deletes], complete)
         if error is None:
             await asyncio.to_thread(_migrate, quarantine / "pack", objects / "pack")
         return error
@@ -170,13 +177,14 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
     return None
 
 
-async def _check_connected(git_dir: Path, env: dict[str, str], tips: list[str]) -> str | None:
-    """Every object the new tips reach is in the repository or the pack (what receive-pack checks)."""
+async def _check_connected(git_dir: Path, env: dict[str, str], tips: list[str], complete: set[str]) -> str | None:
+    """Every object the new tips reach is in the repository or the pack, down to what the
+    streams already reach (what receive-pack checks, against the database's heads)."""
     process = await asyncio.create_subprocess_exec(
-        "git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--quiet", "--stdin", "--not", "--all",
+        "git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--quiet", "--stdin",
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
     )  # fmt: skip
-    _out, err = await process.communicate("".join(f"{tip}\n" for tip in tips).encode())
+    _out, err = await process.communicate(_walk_input(tips, complete).encode())
     if process.returncode != 0:
         return "missing necessary objects: " + " ".join(err.decode(errors="replace").split())[:300]
     return None
@@ -204,12 +212,14 @@ def _migrate(source: Path, target: Path) -> None:
 # ----------------------------------------------------------------------------- the commands
 
 
-def apply_commands(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:
+def apply_commands(
+    credential: Credential, repository: Repository, commands: list[Command], complete: set[str]
+) -> list[str]:
     """Record the pushed commits, then apply each command through the services; the lines to
     show the client. A refused command gets its ``refusal``; the others still apply."""
     tips = sorted({command.new for command in commands if not command.deletes})
     if tips:
-        new = _new_commits(repository, tips)
+        new = _new_commits(repository, tips, complete)
         for tip in tips:
             refmirror.protect_changeset(repository.name, tip)  # before any row names them
         provenance = {"source": "git push", "credential": credential.name or credential.token_prefix}
@@ -218,18 +228,26 @@ def apply_commands(credential: Credential, repository: Repository, commands: lis
     for command in commands:
         try:
             messages += _apply(credential, repository, command)
-        except (ApiError, integration.NotFastForward) as error:
+        except (ApiError, EngineError, integration.NotFastForward) as error:
+            if isinstance(error, EngineError):
+                error = from_engine(error)
             command.refusal = error.message if isinstance(error, ApiError) else str(error)
     return messages
 
 
-def _new_commits(repository: Repository, tips: list[str]) -> list[str]:
-    """The pushed commits no ref reached before, parents first."""
+def _new_commits(repository: Repository, tips: list[str], complete: set[str]) -> list[str]:
+    """The pushed commits no stream reached before, parents first (record_commits skips those
+    already recorded)."""
     out = refmirror.git(
-        repository_path(repository.name), "rev-list", "--reverse", "--topo-order", "--stdin", "--not", "--all",
-        input="".join(f"{tip}\n" for tip in tips),
+        repository_path(repository.name), "rev-list", "--reverse", "--topo-order", "--ignore-missing", "--stdin",
+        input=_walk_input(tips, complete),
     )  # fmt: skip
     return out.split()
+
+
+def _walk_input(tips: list[str], complete: set[str]) -> str:
+    """``rev-list --stdin`` lines: from the tips, not into what the streams reach."""
+    return "".join(f"{tip}\n" for tip in tips) + "".join(f"^{head}\n" for head in sorted(complete))
 
 
 def _need(credential: Credential, scope: str, what: str) -> None:

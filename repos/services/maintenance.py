@@ -9,6 +9,7 @@ them. :func:`maintain` keeps each repository in the layout git serves fastest:
   end, not the whole repository), one multi-pack index over them with a reachability bitmap, so
   ``upload-pack`` counts and reuses objects instead of walking them;
 * ``git commit-graph write --reachable``: the history walks of fetches and connectivity checks;
+* ``git pack-refs --all``: the mirror's loose refs into one file, for git's own tools;
 * the ref mirror's sweep (refmirror.rebuild): protection refs that a stream reaches now go;
 * push quarantines a killed server left behind (``objects/incoming-*``, older than an hour) go.
 
@@ -108,6 +109,9 @@ def maintain_all(*, force: bool = False) -> list[RepackState]:
 def _repack(git_dir: Path) -> None:
     refmirror.git(git_dir, "repack", "-d", "-q", "--geometric=2", "--write-midx", "--write-bitmap-index")
     refmirror.git(git_dir, "commit-graph", "write", "--reachable", "--no-progress")
+    # The mirror writes loose refs; git's tools read 10 000 loose refs a file each (the
+    # ref-iteration thread), one packed-refs file at once. Later writes stay loose and win.
+    refmirror.git(git_dir, "pack-refs", "--all", "--prune")
 
 
 @contextlib.contextmanager

@@ -213,7 +213,18 @@ def follow_stream(repository: Repository, stream_name: str) -> None:
     def head() -> str | None:
         return Stream.objects.filter(repository=repository, name=stream_name).values_list("head", flat=True).first()
 
-    _safely("follow stream", _set_ref, repository_path(repository.name), HEADS + stream_name, head)
+    git_dir = repository_path(repository.name)
+    written: list[str | None] = []
+
+    def head_noted() -> str | None:
+        written.append(head())
+        return written[-1]
+
+    _safely("follow stream", _set_ref, git_dir, HEADS + stream_name, head_noted)
+    if written == [None]:
+        # A deleted (or emptied) stream: maintenance may have packed its ref, which git
+        # removes from packed-refs too. Rare, so a subprocess is fine here.
+        _safely("forget stream", git, git_dir, "update-ref", "-d", HEADS + stream_name)
 
 
 def follow_landing(repository: Repository, stream_name: str, integrated: Iterable[tuple[int, str]]) -> None:

@@ -158,6 +158,12 @@ def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> lis
     return list(streams.order_by("name").values_list("name", "head"))
 
 
+def stream_heads(repository: Repository) -> set[str]:
+    """The distinct heads of the repository's streams: everything they reach is complete."""
+    heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
+    return set(heads.distinct())
+
+
 def _name_prefix(prefix: str) -> Q:
     if not prefix:
         return Q()
