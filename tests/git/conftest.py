@@ -45,6 +45,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
+@pytest.fixture(scope="module")
+def server():
+    """A real embedded server (SQLite, Celery eager, one uvicorn process) for a module, with a
+    token of every scope."""
+    from repos.benchmarks.deployment import Deployment
+
+    with Deployment("embedded") as deployment:
+        deployment.start_server(workers=1)
+        deployment.token = deployment.create_token("agent", rate=100_000, burst=100_000)
+        yield deployment
+
+
 class Remote:
     """A real server's repository as git sees it: its URL with a token, and git run against it."""
 

@@ -16,16 +16,12 @@ from .conftest import Remote, commit_file, fsck, git
 REPO = "safe"
 
 
-@pytest.fixture(scope="module")
-def server():
-    with Deployment("embedded") as deployment:
-        deployment.start_server(workers=1)
-        deployment.token = deployment.create_token("agent", rate=100_000, burst=100_000)
-        with ApiClient(deployment.url, deployment.token) as client:
-            client.create_repo(REPO)
-            base = client.write(REPO, None, {"README.md": "# safe\n"}, "base")
-            client.integrate(REPO, client.open_proposal(REPO, base)["id"])
-        yield deployment
+@pytest.fixture(scope="module", autouse=True)
+def _repository(server):
+    with ApiClient(server.url, server.token) as client:
+        client.create_repo(REPO)
+        base = client.write(REPO, None, {"README.md": "# safe\n"}, "base")
+        client.integrate(REPO, client.open_proposal(REPO, base)["id"])
 
 
 def _packs(server) -> set[str]:

@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from repos.benchmarks.deployment import ApiClient, Deployment
+from repos.benchmarks.deployment import ApiClient
 
 from .conftest import Remote, commit_file, fsck, git
 
 REPO = "demo"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with Deployment("embedded") as deployment:
-        deployment.start_server(workers=1)
-        deployment.token = deployment.create_token("agent", rate=100_000, burst=100_000)
-        yield deployment
 
 
 @pytest.fixture(scope="module")
