@@ -70,14 +70,12 @@ async def receive_pack(credential: Credential, repository: Repository, body: Asy
             if len(words) != 3:
                 raise Invalid(f"a malformed push command: {line[:100]!r}")
             commands.append(Command(*words))
-    except (EOFError, ValueError) as error:
-        if not commands and not reader.consumed.strip(b"0"):
-            # git's probe before a large push: an empty request, answered empty.
-            await _start(send)
-            await send({"type": "http.response.body", "body": b""})
-            return
+    except EOFError:
+        if commands:
+            raise Invalid("the push ended in the middle of its commands") from None
+    except ValueError as error:
         raise Invalid(f"a malformed push: {error}") from None
-    if not commands:  # the probe ("0000")
+    if not commands:  # git's probe before a large push ("0000"), or an empty body: answered empty
         await _start(send)
         await send({"type": "http.response.body", "body": b""})
         return
