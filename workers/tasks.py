@@ -6,7 +6,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from repos.services import derived, integration, maintenance
+from repos.services import derived, integration, maintenance, refmirror
 
 # A landing that meets a transient database failure (a lost connection, a deadlock victim, too
 # many clients) is tried again shortly, rather than leaving its operations queued until the next
@@ -28,11 +28,17 @@ def land_stream(stream_id: int) -> int:
 
 
 @shared_task(name="workers.tasks.recover")
-def recover(full_mirror: bool = False) -> int:
+def recover() -> int:
     """Land every operation a crash left queued and derive what is missing; scheduled by beat,
-    and run at worker start (with ``full_mirror``: the ref mirror's changeset refs too, a walk of
-    every history). Returns how many operations it landed."""
-    return integration.recover(full_mirror=full_mirror).landed
+    and run at worker start. Returns how many operations it landed."""
+    return integration.recover().landed
+
+
+@shared_task(name="workers.tasks.rebuild_mirrors")
+def rebuild_mirrors() -> int:
+    """Make every repository's ref mirror what the database says (run at worker start: a crash
+    between a landing's commit and its mirror write left it behind). Returns refs changed."""
+    return refmirror.rebuild_all()
 
 
 @shared_task(name="workers.tasks.maintain")
@@ -50,4 +56,5 @@ def derive_missing() -> int:
 
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
-    recover.delay(full_mirror=True)
+    recover.delay()
+    rebuild_mirrors.delay()

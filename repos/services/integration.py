@@ -130,18 +130,14 @@ class Recovery(NamedTuple):
     derived: int
 
 
-def recover(progress: Callable[[str, int, int], None] | None = None, *, full_mirror: bool = True) -> Recovery:
-    """Finish what a crash (or an upgrade) left behind: land every queued operation, derive
-    every head's missing data (``progress``: see ``derived.derive_missing``), and rebuild the ref
-    mirror from the database (``full_mirror``: the changesets' protection refs too). Run at
-    worker start, on the beat schedule (``full_mirror=False``) and by ``make serve``."""
+def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery:
+    """Finish what a crash (or an upgrade) left behind: land every queued operation, then derive
+    every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
+    start, on the beat schedule and by ``make serve``; the ref mirror is rebuilt beside it
+    (``refmirror.rebuild_all``: by ``agentgit_recover``, at worker start and by maintenance)."""
     stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
-    result = Recovery(landed, derived.derive_missing(progress))
-    # The mirror follows the database, whatever a crash left on disk (refmirror). The changeset
-    # protection refs need a walk of each history: at start-up only, not on every beat.
-    refmirror.rebuild_all(changesets=full_mirror)
-    return result
+    return Recovery(landed, derived.derive_missing(progress))
 
 
 class _LostRace(Exception):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 
 from repos.models import Changeset, Proposal, Repository
-from repos.services import integration, refmirror, stores
+from repos.services import refmirror, stores
 
 from .conftest import fsck, git
 
@@ -113,7 +115,7 @@ def test_recovery_rebuilds_a_lost_or_wrong_mirror_from_the_database(api):
     (git_dir / "refs" / "agentgit" / "changesets" / made["lonely"]).unlink()
     (git_dir / "HEAD").write_text("ref: refs/heads/master\n")
 
-    integration.recover()
+    call_command("agentgit_recover", stdout=io.StringIO())
 
     assert refmirror.actual_refs(git_dir) == right
     assert (git_dir / "HEAD").read_text() == "ref: refs/heads/main\n"
