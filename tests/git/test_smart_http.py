@@ -259,3 +259,20 @@ def test_a_clone_of_ten_thousand_files_has_exactly_the_tree_the_rest_api_reports
             reported[entry["path"]] = entry["id"]
     assert cloned == reported and len(cloned) == 10_000
     fsck(remote.work / "wide")
+
+
+def test_a_bearer_token_works_and_a_missing_one_gets_a_basic_challenge(server, rest):
+    import httpx
+
+    url = f"{server.url}/git/{REPO}.git/info/refs?service=git-upload-pack"
+
+    missing = httpx.get(url)
+    bearer = httpx.get(url, headers={"Authorization": f"Bearer {server.token}"})
+
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"].startswith('Basic realm="agentgit"')
+    assert bearer.status_code == 200
+    assert bearer.headers["content-type"] == "application/x-git-upload-pack-advertisement"
+    assert f"{_head(rest)} refs/heads/main" in bearer.text
+    unknown = httpx.get(f"{server.url}/git/nope.git/info/refs?service=git-upload-pack", auth=("a", server.token))
+    assert unknown.status_code == 404 and "nope" in unknown.text
