@@ -21,6 +21,7 @@ INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py agentgit_recover
+	$(PY) manage.py agentgit_maintain
 	$(PY) manage.py agentgit_metrics_reset
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
 	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log

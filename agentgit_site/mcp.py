@@ -27,11 +27,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from agentgit.mcp_server import build_server
 from agentgit_site.guards import answer
 from agentgit_site.observability import note
-from repos.api.authentication import BEARER_CHALLENGE
 from repos.api.mcp_backend import ServiceBackend
 from repos.errors import ApiError, Unauthenticated
 from repos.models import Credential
-from repos.services.admission import SCOPE_KEY, Admission
+from repos.services.admission import BEARER_CHALLENGE, SCOPE_KEY, Admission
 
 PATH = "/mcp"
 #: Where the request's credential travels in the ASGI scope, to the tools.

@@ -80,6 +80,12 @@ AGENTGIT: dict[str, Any] = {
     "METRICS_ACCESS": os.environ.get("AGENTGIT_METRICS_ACCESS", "local").strip().lower(),
     # One JSON line per request on the "agentgit.access" logger (0: none). Env: AGENTGIT_ACCESS_LOG.
     "ACCESS_LOG": _env_bool("AGENTGIT_ACCESS_LOG", True),
+    # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
+    "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
+    # Maintenance (repos.services.maintenance) repacks a repository with at least this many
+    # loose objects or packs.
+    "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
+    "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -104,6 +110,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
+    "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
 }
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(_DATA_DIR / "secret_key", nbytes=50)

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, history_bench, landing_cost, report, web_bench
+from . import candidates, cycle, engine_bench, git_bench, history_bench, landing_cost, report, web_bench
 
 R = TypeVar("R")
 
@@ -261,6 +261,29 @@ def _history_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, history_bench.history_json(run), table)
 
 
+# ------------------------------------------------------------------------------ git
+
+
+def _git_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--files", type=positive, default=git_bench.DEFAULT_FILES, help="files of the cloned repository"
+    )
+    parser.add_argument(
+        "--streams", type=positive, default=git_bench.DEFAULT_STREAMS, help="streams of the ls-refs row"
+    )
+    parser.add_argument("--samples", type=positive, default=3)
+
+
+def _git_run(options: dict[str, Any], log: Log) -> Results:
+    rows = _in_steps(
+        lambda step: git_bench.run_git_benchmark(
+            options["files"], options["streams"], options["samples"], progress=step
+        )
+    )
+    table = git_bench.format_rows(rows)
+    return Results(table, {"rows": git_bench.rows_json(rows)}, table)
+
+
 # ------------------------------------------------------------------------------ landing
 
 
@@ -332,6 +355,12 @@ SUITES: dict[str, Suite] = {
             "log and ancestry reads over long histories, with and without the derived data",
             _history_arguments,
             _history_run,
+        ),
+        Suite(
+            "git",
+            "stock git through the server (clone, fetch, ls-refs, push) beside git on the repository directory",
+            _git_arguments,
+            _git_run,
         ),
         Suite(
             "landing",

@@ -21,6 +21,7 @@ from . import metrics
 
 STREAM_CREATED = "stream.created"
 STREAM_INTEGRATE = "stream.integrate"
+STREAM_DELETED = "stream.deleted"
 PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
 REPOSITORY_CREATED = "repository.created"

@@ -7,6 +7,7 @@ from django.db import transaction
 from ..errors import Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Credential, Proposal, Repository
+from . import refmirror
 from .events import PROPOSAL_OPENED, append_event
 from .repositories import get_stream, resolve_rev
 
@@ -25,6 +26,7 @@ def open_proposal(
         proposal = Proposal.objects.create(
             repository=repository, stream=target, head=head_id, title=title, author=credential
         )
+        refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
         append_event(repository, PROPOSAL_OPENED, {"proposal": proposal.pk, "stream": stream, "head": head_id})
     return proposal
 

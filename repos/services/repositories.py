@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from engine.errors import WrongObjectType
 from engine.objects import check_object_id, is_object_id
@@ -13,7 +14,8 @@ from engine.objects import check_object_id, is_object_id
 from ..errors import AlreadyExists, Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Repository, Stream
-from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
+from . import refmirror
+from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event
 from .stores import store_for
 
 # A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
@@ -57,18 +59,20 @@ def check_stream_name(name: object) -> str:
     return name
 
 
-def create_repository(name: str) -> Repository:
+def create_repository(name: str, default_stream: str = "main") -> Repository:
     """A new repository with its bare git repository and an empty default stream."""
     check_repository_name(name)
+    check_stream_name(default_stream)
     store_for(name)  # the directory exists before any row names it
     try:
         with transaction.atomic():
-            repository = Repository.objects.create(name=name)
+            repository = Repository.objects.create(name=name, default_stream=default_stream)
             stream = Stream.objects.create(repository=repository, name=repository.default_stream)
             append_event(repository, REPOSITORY_CREATED, {"name": name})
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
     except IntegrityError:
         raise AlreadyExists(f"a repository named {name!r} already exists") from None
+    refmirror.follow_head(repository)
     return repository
 
 
@@ -103,12 +107,19 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
     """A new stream whose head is the revision ``start`` (None or omitted: empty)."""
     check_stream_name(name)
     head = resolve_rev(repository, start) if start else None
+    # Streams are git branches: "a" and "a/b" cannot both exist (a file and a directory of refs/heads).
+    enclosing = ["/".join(name.split("/")[:cut]) for cut in range(1, name.count("/") + 1)]
+    clash = Stream.objects.filter(repository=repository).filter(Q(name__in=enclosing) | _name_prefix(name + "/"))
+    taken = clash.values_list("name", flat=True).first()
+    if taken is not None:
+        raise Invalid(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
     try:
         with transaction.atomic():
             stream = Stream.objects.create(repository=repository, name=name, head=head)
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
         raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
+    refmirror.follow_stream(repository, name)
     return stream
 
 
@@ -144,3 +155,49 @@ def split_rev_path(repository: Repository, rev_and_path: str) -> tuple[str, str]
         if "/".join(segments[:cut]) in names:
             return "/".join(segments[:cut]), "/".join(segments[cut:])
     return segments[0], "/".join(segments[1:])
+
+
+def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> list[tuple[str, str]]:
+    """``(name, head)`` of the non-empty streams whose name starts with one of ``prefixes`` (None:
+    every stream), by name: one query, each prefix a range of the ``(repository, name)`` index
+    (git's ``ls-refs ref-prefix``, pushed down rather than filtering every stream afterwards)."""
+    streams = Stream.objects.filter(repository=repository, head__isnull=False)
+    if prefixes is not None:
+        if not prefixes:
+            return []
+        condition = Q()
+        for prefix in prefixes:
+            condition |= _name_prefix(prefix)
+        streams = streams.filter(condition)
+    return list(streams.order_by("name").values_list("name", "head"))
+
+
+def stream_heads(repository: Repository) -> set[str]:
+    """The distinct heads of the repository's streams: everything they reach is complete."""
+    heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
+    return set(heads.distinct())
+
+
+def _name_prefix(prefix: str) -> Q:
+    if not prefix:
+        return Q()
+    if connection.vendor == "postgresql":
+        # LIKE 'prefix%' is case-sensitive here and uses the varchar_pattern_ops index (0003).
+        return Q(name__startswith=prefix)
+    # SQLite's LIKE ignores case and skips the index; a range under the BINARY collation is
+    # exact: stream names are ASCII below 0x7f (check_stream_name).
+    return Q(name__gte=prefix, name__lt=prefix + "\x7f")
+
+
+def delete_stream(repository: Repository, name: str) -> None:
+    """Delete a stream (never the default one). Its history stays: the changesets it reached
+    are still rows, so its head is protected in the ref mirror before the row goes."""
+    if name == repository.default_stream:
+        raise Invalid(f"{name!r} is the default stream of {repository.name}; it cannot be deleted")
+    stream = get_stream(repository, name)
+    if stream.head:
+        refmirror.protect_changeset(repository.name, stream.head)
+    with transaction.atomic():
+        Stream.objects.filter(pk=stream.pk).delete()
+        append_event(repository, STREAM_DELETED, {"stream": name, "head": stream.head})
+    refmirror.follow_stream(repository, name)
