@@ -26,12 +26,12 @@ serve: setup
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
 	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log
 
-test: setup
+test: setup chromium
 	$(PY) -m pytest -n 2
 	$(PY) manage.py agentgit_bench engine --sizes 1000 --samples 3
 
 # The lint and type gate (CI runs it before the tests): ruff's rules and mypy's configuration,
-# with the engine at --strict and the ratchet of the rest, are in pyproject.toml (docs/adr/0005).
+# with the engine at --strict and the ratchet of the rest, are in pyproject.toml (docs/adr/0006).
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -40,7 +40,7 @@ lint: $(INSTALLED)
 clean:
 	rm -rf $(VENV) var staticfiles
 
-setup: git chromium $(INSTALLED)
+setup: git $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 
 # git serves clones and pushes (DESIGN.md, decision 3) and is the oracle of the engine tests.

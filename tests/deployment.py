@@ -433,6 +433,12 @@ class Deployment:
                 raise DeploymentError(f"{process.name}: fewer than {workers} workers started:\n{process.log_tail()}")
             time.sleep(0.05)
 
+    def stop_server(self) -> None:
+        """Stop the server (to start it again with other settings)."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
     def start_worker(
         self,
         *,

@@ -17,7 +17,7 @@ period: a changeset that is never proposed is still named by its row, and ``--pr
 grace. The landing hot path pays only plain file writes in git's lock-file protocol (create
 ``<ref>.lock`` exclusively, write, rename: what git does, so git waits for us and we for git):
 a new file's inode, 0.8–1.3 ms on this machine's disk, against 6 ms for a ``git update-ref``
-subprocess (docs/adr/0005); the removal of protection refs that a landing does not know about (a
+subprocess (docs/adr/0010); the removal of protection refs that a landing does not know about (a
 changeset reached through another one) is left to :func:`rebuild`, which maintenance and
 recovery run: a surplus protection ref costs nothing but a line in ``for-each-ref``.
 

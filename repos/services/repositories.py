@@ -112,7 +112,7 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
     clash = Stream.objects.filter(repository=repository).filter(Q(name__in=enclosing) | _name_prefix(name + "/"))
     taken = clash.values_list("name", flat=True).first()
     if taken is not None:
-        raise Invalid(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
+        raise AlreadyExists(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
     try:
         with transaction.atomic():
             stream = Stream.objects.create(repository=repository, name=name, head=head)

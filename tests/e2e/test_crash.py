@@ -37,6 +37,10 @@ def client(production):
         yield api
 
 
+#: A landing task's last log line, before the number of operations it landed.
+LANDED_LINE = r"workers\.tasks\.(?:recover|land_stream)\[[^\]]+\] succeeded in [0-9.]+s: "
+
+
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, client, point):
     repo = f"crash-{point.replace('_', '-')}"
@@ -67,15 +71,17 @@ def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, cli
     recovering = production.start_worker()
     try:
         done = client.wait_operation(repo, operation, LANDING_TIMEOUT_S)
+        if point != "committed":
+            # The task that landed it reports once it returns (a loaded machine may take a moment
+            # after the commit); a worker stopped before that would never say which one it was.
+            recovering.wait_for_log(LANDED_LINE + r"[1-9]", LANDING_TIMEOUT_S)
     finally:
         recovering.stop()
     if point != "committed":
         # Landed by the new worker: by recovery at its start, or by the dead worker's landing task,
         # redelivered because it was never acknowledged — whichever comes first; the other finds
         # nothing left to land. Exactly one of them landed exactly one operation.
-        landed = re.findall(
-            r"workers\.tasks\.(?:recover|land_stream)\[[^\]]+\] succeeded in [0-9.]+s: (\d+)", recovering.log()
-        )
+        landed = re.findall(LANDED_LINE + r"(\d+)", recovering.log())
         assert sorted(int(count) for count in landed if count != "0") == [1], recovering.log_tail()
 
     assert done["state"] == "done", done

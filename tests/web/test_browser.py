@@ -51,6 +51,13 @@ def server():
         assert "Traceback" not in log, log
 
 
+def follow(page, selector: str) -> None:
+    """Click ``selector`` and wait until the page it leads to has loaded (a click waits only for
+    the navigation to start: on a loaded machine the old page's DOM is still there)."""
+    page.click(selector)
+    page.wait_for_load_state("load")
+
+
 def land(api: ApiClient, head: str, title: str = "") -> dict:
     return api.integrate("demo", api.open_proposal("demo", head, title=title)["id"])
 
@@ -116,13 +123,13 @@ def shot(page, name: str) -> None:
 def test_following_links_from_the_home_page_through_every_kind_of_page(page, server):
     history = server.history
     shot(page, "01-home")
-    page.click("a[href='/repos/demo/']")
+    follow(page, "a[href='/repos/demo/']")
     assert page.locator(".readme h1").inner_text() == "Demo"
     assert page.locator("table.streams").inner_text().count("main") >= 1
     assert "fast_forward" in page.locator("aside").inner_text()
     shot(page, "02-repository")
 
-    page.click("table.entries a:text-is('src/')")
+    follow(page, "table.entries a:text-is('src/')")
     assert page.locator(".crumbs").inner_text() == "demo / src"
     assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
     shot(page, "02-tree")
@@ -130,16 +137,16 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     page.press("input[name=q]", "Enter")
     assert page.locator("ul.list li").all_inner_texts() == ["src/app.py"]
     shot(page, "02-find")
-    page.click("ul.list a:text-is('src/app.py')")
+    follow(page, "ul.list a:text-is('src/app.py')")
     assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
     assert page.locator("tr#L3 td.src").inner_text().startswith("    return")
-    page.click("tr#L2 td.num a")
+    follow(page, "tr#L2 td.num a")
     assert page.url.endswith("#L2") and page.locator("tr#L2.target").count() == 1
     page.goto(page.url.split("#")[0] + "#L1-L3")
     assert page.locator("tr.target").count() == 3
     shot(page, "03-file")
 
-    page.click("a.button:text-is('Blame')")
+    follow(page, "a.button:text-is('Blame')")
     assert page.locator("table.blame td.who").count() == 2  # two hunks: base and second
     assert history["second"][:12] in page.locator("table.blame").inner_text()
     assert page.locator(".legend .swatch").count() == 10
@@ -150,43 +157,43 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     shot(page, "05-blame-parent")
 
     page.go_back()
-    page.click("a.button:text-is('History')")
+    follow(page, "a.button:text-is('History')")
     assert "?path=src/app.py" in page.url
     entries = page.locator("ul.log li").all_inner_texts()
     assert len(entries) == 2 and "greet with punctuation" in entries[0] and "agent-b" in entries[0]
     assert page.locator("ul.log time").first.get_attribute("title").endswith("UTC")
     shot(page, "06-path-log")
 
-    page.click("ul.log a.strong:text-is('greet with punctuation')")
+    follow(page, "ul.log a.strong:text-is('greet with punctuation')")
     assert "agent-b" in page.locator("dl.facts").inner_text() and "T-2" in page.locator("dl.facts").inner_text()
-    page.click(".toggle a:text-is('Unified')")
+    follow(page, ".toggle a:text-is('Unified')")
     assert page.locator("table.diff.unified").count() == 1
     assert page.locator("table.diff.unified tr.add .x").count() >= 1  # the changed words
     shot(page, "07-changeset-unified")
-    page.click(".toggle a:text-is('Split')")
+    follow(page, ".toggle a:text-is('Split')")
     assert page.locator("table.diff.split").count() == 1
     assert page.locator("table.diff.split td.del").count() == 1 and page.locator("table.diff.split td.add").count() == 1
     shot(page, "08-changeset-split")
-    page.click("nav.tabs a:text-is('Log')")
+    follow(page, "nav.tabs a:text-is('Log')")
     assert page.locator("ul.log li").count() == 4  # the stream's whole history, newest first
     shot(page, "08-stream-log")
     page.locator("ul.log a.strong").last.click()
     assert page.locator("table.diff.split").count() >= 1  # the layout is remembered
-    page.click(".toggle a:text-is('Unified')")
+    follow(page, ".toggle a:text-is('Unified')")
 
-    page.click("nav.tabs a:text-is('Compare')")
+    follow(page, "nav.tabs a:text-is('Compare')")
     page.fill("input[name=from]", history["base"])
     page.fill("input[name=to]", "main")
-    page.click("button:text-is('Compare')")
+    follow(page, "button:text-is('Compare')")
     assert re.search(r"/compare/[0-9a-f]{40}\.\.main$", page.url)
     tools = page.locator(".diff-tools").inner_text()
     assert "3 files changed" in tools
     shot(page, "09-compare")
 
-    page.click("nav.tabs a:text-is('Proposals')")
+    follow(page, "nav.tabs a:text-is('Proposals')")
     shot(page, "10-proposals")
-    page.click(".state-tabs a:text-is('conflicted')")
-    page.click("ul.log a.strong:has-text('a conflicting edit')")
+    follow(page, ".state-tabs a:text-is('conflicted')")
+    follow(page, "ul.log a.strong:has-text('a conflicting edit')")
     conflicts = page.locator("section.conflicts").inner_text()
     assert "notes.txt" in conflicts and "content" in conflicts
     assert page.locator("section.conflicts a[href*='/blob/']").count() >= 2  # both sides' versions
@@ -195,8 +202,8 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
 
 
 def test_an_integration_appears_on_the_open_activity_page_without_a_reload(page, server):
-    page.click("a[href='/repos/demo/']")
-    page.click("nav.tabs a:text-is('Activity')")
+    follow(page, "a[href='/repos/demo/']")
+    follow(page, "nav.tabs a:text-is('Activity')")
     before = page.locator("#activity li").count()
     page.evaluate("window.notReloaded = true")
     api = server.api
