@@ -240,8 +240,8 @@ class StreamAdmin(ReadOnlyAdmin):
 
 @admin.register(Changeset)
 class ChangesetAdmin(ReadOnlyAdmin):
-    list_display = ["commit_id", "repository", "summary", "published", "credential", "created"]
-    list_filter = ["published", "repository"]
+    list_display = ["commit_id", "repository", "summary", "credential", "created"]
+    list_filter = ["repository"]
     search_fields = ["commit_id", "message"]
 
     @admin.display(description="message")

@@ -107,8 +107,6 @@ class Changeset(models.Model):
     operations = models.JSONField(default=list)
     provenance = models.JSONField(default=dict)
     credential = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL)
-    #: Every object it names exists in the store (checked when it was created).
-    published = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
