@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import integration
+from repos.services import events, integration
 from repos.services.dispatch import Job
 
 
@@ -41,6 +41,14 @@ def recover() -> int:
     return integration.recover().landed
 
 
+@shared_task(name="workers.tasks.prune_events")
+def prune_events() -> int:
+    """Delete outbox rows older than ``AGENTGIT["EVENT_RETENTION_S"]``; scheduled by beat, and
+    run at worker start. Returns how many it deleted."""
+    return events.prune()
+
+
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
     recover.delay()
+    prune_events.delay()

@@ -2,14 +2,27 @@
 
 Subscribers (the SSE and WebSocket feeds) read them with :func:`events_after` in ``seq`` order
 (monotonic per repository, no gaps), so an event exists exactly when the change it announces
-committed, and a reader that resumes after an id misses nothing and sees nothing twice.
+committed, and a reader that resumes after an id misses nothing and sees nothing twice. Once
+committed, each event is also pushed to the server processes' relays (repos/services/relay.py),
+so subscribers hear of it without asking the database.
+
+Rows older than ``AGENTGIT["EVENT_RETENTION_S"]`` are pruned (:func:`prune`, a periodic task);
+resuming from before what is left is refused with the first id still available
+(:func:`check_resumable`), never answered with a silent gap.
 """
 
 from __future__ import annotations
 
-from django.db import transaction
+from datetime import timedelta
+from typing import Any
 
-from ..models import Event, Repository
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, OuterRef, Subquery
+from django.utils import timezone
+
+from ..errors import Invalid
+from ..models import Credential, Event, Repository
 
 STREAM_CREATED = "stream.created"
 STREAM_INTEGRATE = "stream.integrate"
@@ -17,14 +30,41 @@ PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
 REPOSITORY_CREATED = "repository.created"
 
+#: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):
+#: ``{"id": seq, "event": kind, "data": payload + {"seq", "created"}}``.
+Message = dict[str, Any]
+
+#: Most changed paths an event lists; beyond, ``paths_truncated`` is true.
+MAX_PATHS = 100
+
 
 def events_after(repository_id: int, after: int, limit: int) -> list[Event]:
     """Up to ``limit`` of the repository's events after the id ``after``, oldest first."""
     return list(Event.objects.filter(repository_id=repository_id, seq__gt=after).order_by("seq")[:limit])
 
 
+def wire(event: Event) -> Message:
+    """An event as the feeds send it; ``created`` is the server's time (UTC, microseconds)."""
+    created = event.created.isoformat().replace("+00:00", "Z")
+    return {"id": event.seq, "event": event.kind, "data": {**event.payload, "seq": event.seq, "created": created}}
+
+
+def changed_paths(paths: list[str]) -> dict[str, Any]:
+    """The payload fields naming what a change touched: at most :data:`MAX_PATHS` paths."""
+    return {"paths": paths[:MAX_PATHS], "paths_truncated": len(paths) > MAX_PATHS}
+
+
+def author(credential: Credential | None) -> dict[str, str] | None:
+    """Who did it, as events name them: the user and the credential (the agent's token name)."""
+    if credential is None:
+        return None
+    return {"user": credential.user.username, "credential": credential.name or credential.token_prefix}
+
+
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:
-    """Record an event; must run inside the caller's transaction."""
+    """Record an event; must run inside the caller's transaction. It is pushed once that commits."""
+    from .relay import publish_on_commit  # the relay reads the outbox through this module
+
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events are written in the transaction of the change they announce")
     # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
@@ -33,7 +73,47 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(_NEXT_SEQ, [repository.pk])
         (seq,) = cursor.fetchone()
-    return Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+    event = Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+    publish_on_commit(repository.pk, wire(event))
+    return event
 
 
 _NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
+
+
+def check_resumable(repository: Repository, after: int) -> None:
+    """Refuse to resume after ``after`` when events after it were pruned (400 ``invalid``, with
+    the first id still available), rather than skip them silently. One indexed lookup."""
+    if after <= 0 and repository.event_seq == 0:
+        return
+    first = Event.objects.filter(repository=repository).order_by("seq").values_list("seq", flat=True).first()
+    if first is None:  # everything pruned: history starts after the last id handed out
+        first = repository.event_seq + 1
+    if after < first - 1:
+        raise Invalid(
+            f"events before {first} were pruned; resume after {first - 1} or later",
+            details={"first_available": first},
+        )
+
+
+def prune(older_than_s: float | None = None) -> int:
+    """Delete the events older than the retention age; returns how many. The newest event of
+    each repository is kept, so the first available id is always read from the outbox."""
+    age = settings.AGENTGIT["EVENT_RETENTION_S"] if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    newest = Event.objects.values("repository_id").annotate(last=Max("seq"))
+    deleted = 0
+    for row in newest:
+        count, _ = Event.objects.filter(
+            repository_id=row["repository_id"], created__lt=cutoff, seq__lt=row["last"]
+        ).delete()
+        deleted += count
+    return deleted
+
+
+def outbox_span() -> int:
+    """How many events the outbox holds, from the indexes: per repository, its last id handed
+    out minus its first id kept (ids are gapless and pruned oldest first), never a row count."""
+    first = Event.objects.filter(repository=OuterRef("pk")).order_by("seq").values("seq")[:1]
+    spans = Repository.objects.annotate(first=Subquery(first)).filter(first__isnull=False)
+    return sum(last - first + 1 for last, first in spans.values_list("event_seq", "first"))

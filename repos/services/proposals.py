@@ -7,7 +7,7 @@ from django.db import transaction
 from ..errors import Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Credential, Proposal, Repository
-from .events import PROPOSAL_OPENED, append_event
+from .events import PROPOSAL_OPENED, append_event, author
 from .repositories import get_stream, resolve_rev
 
 
@@ -25,7 +25,8 @@ def open_proposal(
         proposal = Proposal.objects.create(
             repository=repository, stream=target, head=head_id, title=title, author=credential
         )
-        append_event(repository, PROPOSAL_OPENED, {"proposal": proposal.pk, "stream": stream, "head": head_id})
+        payload = {"proposal": proposal.pk, "stream": stream, "head": head_id, "author": author(credential)}
+        append_event(repository, PROPOSAL_OPENED, payload)
     return proposal
 
 
