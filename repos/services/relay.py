@@ -92,6 +92,7 @@ class LayerTransport(Transport):
         self._make = lambda: channel_layers.make_backend("default")
         self._listening: Any = None
         self._channel = ""
+        self._made = asyncio.Lock()
 
     def send(self, repository_id: int, messages: list[Message]) -> None:
         if self._publishing is None:  # the publisher thread's own layer and event loop
@@ -110,9 +111,11 @@ class LayerTransport(Transport):
             deliver(int(message["repository"]), list(message["events"]))
 
     async def _layer(self) -> Any:
-        if self._listening is None:
-            self._listening = self._make()
-            self._channel = await self._listening.new_channel()
+        async with self._made:  # listen() and the first follow() race to make the channel
+            if self._listening is None:
+                layer = self._make()
+                self._channel = await layer.new_channel()
+                self._listening = layer
         return self._listening
 
     async def follow(self, repository_id: int) -> None:
