@@ -45,7 +45,7 @@ from agentgit_site.observability import note
 from ..errors import CLOSE_TOO_FAR_BEHIND, ERRORS, Invalid, Unauthenticated
 from ..services.admission import SCOPE_KEY
 from ..services.events import Message, check_resumable, events_after, wire
-from ..services.relay import BATCH, Filter, TooFarBehind, relay
+from ..services.relay import BATCH, Filter, TooFarBehind, relay, release_connection
 from . import serializers as s
 from .base import ApiView, query_number, repository
 from .errors import answer_for
@@ -102,6 +102,7 @@ class EventsView(ApiView):
         wants = event_filter(request.query_params.get("kinds"), request.query_params.get("stream"))
         if isinstance(request._request, ASGIRequest):
             chunks: Iterator[bytes] | AsyncIterator[bytes] = relayed(found.pk, after, wants, timeout)
+            release_connection()  # the stream reads through the relay, seldom: no connection held
         else:
             chunks = polled(found.pk, after, wants, timeout)
         response = StreamingHttpResponse(chunks, content_type="text/event-stream")
@@ -232,12 +233,15 @@ class EventsConsumer(AsyncWebsocketConsumer):
         admission = self.scope.get(SCOPE_KEY)
         if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
             raise Unauthenticated("this server reads no credentials on this path")
-        note(self.scope, credential=admission.admit("read"))
-        found = repository(self.scope["url_route"]["kwargs"]["repo"])
-        query = {name: values[0] for name, values in parse_qs(self.scope.get("query_string", b"").decode()).items()}
-        after = event_id(query.get("after", "0"))
-        check_resumable(found, after)
-        return found.pk, after, event_filter(query.get("kinds"), query.get("stream"))
+        try:
+            note(self.scope, credential=admission.admit("read"))
+            found = repository(self.scope["url_route"]["kwargs"]["repo"])
+            query = {key: values[0] for key, values in parse_qs(self.scope.get("query_string", b"").decode()).items()}
+            after = event_id(query.get("after", "0"))
+            check_resumable(found, after)
+            return found.pk, after, event_filter(query.get("kinds"), query.get("stream"))
+        finally:
+            release_connection()
 
     async def _stream(self) -> None:
         try:

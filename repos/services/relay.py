@@ -45,7 +45,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from . import metrics
 from .events import Message, events_after, wire
@@ -468,7 +468,18 @@ async def _read(repository_id: int, after: int) -> list[Message]:
 
 @sync_to_async
 def _read_sync(repository_id: int, after: int) -> list[Message]:
-    return [wire(event) for event in events_after(repository_id, after, BATCH)]
+    try:
+        return [wire(event) for event in events_after(repository_id, after, BATCH)]
+    finally:
+        release_connection()
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back (to the pool, with PostgreSQL). A feed's
+    request lives as long as its subscriber: holding a connection that long would let 20
+    idle subscribers exhaust the pool. Reading again opens one again."""
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 _relays: dict[asyncio.AbstractEventLoop, Relay] = {}
