@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -253,6 +254,8 @@ def run_fan_out(
             thread.start()
         for thread in threads:
             thread.join()
+        if not writers:  # idle subscribers: what they cost by themselves
+            time.sleep(seconds)
         elapsed = time.monotonic() - started
         cpu = deployment.cpu_seconds() - cpu_before
         ids = truth(deployment.url, token, repo, after)
@@ -262,6 +265,88 @@ def run_fan_out(
         if child.poll() is None:
             child.kill()
     return FanOut(ids, seen, sse, sum(counts), elapsed, cpu, errors)
+
+
+# ------------------------------------------------------------------------------ the benchmark
+
+#: The reference's delivery lag p99 at 100 subscribers (shared/reference/server-under-load.txt).
+REFERENCE_P99_MS = 287.0
+GOAL_P99_MS = 100.0
+GOAL_WRITER_COST = 0.10
+GOAL_IDLE_CORES = 0.05
+
+
+def run_events_benchmark(
+    *,
+    modes: list[str],
+    subscribers: list[int],
+    writers: int,
+    duration_s: float,
+    idle_s: float,
+    server_workers: int,
+    log: Callable[[str], None],
+) -> dict:
+    """Per mode: the writers alone, then with each number of subscribers, then 100 idle ones."""
+    rows = []
+    for mode in modes:
+        log(f"{mode}: starting the deployment")
+        with Deployment(mode) as deployment:
+            deployment.token = deployment.create_token(rate=100000, burst=100000)
+            deployment.start_server(workers=server_workers)
+            if mode == "production":
+                deployment.start_worker(concurrency=2)
+            base = run_fan_out(deployment, repo="base", subscribers=0, writers=writers, seconds=duration_s)
+            base_rate = base.integrations / base.seconds
+            rows.append(_row(mode, 0, writers, base, base_rate))
+            log(f"{mode}: {base_rate:.1f} integrations/s with no subscribers")
+            for count in subscribers:
+                run = run_fan_out(
+                    deployment, repo=f"fan{count}", subscribers=count, writers=writers, seconds=duration_s
+                )
+                rows.append(_row(mode, count, writers, run, base_rate))
+                log(f"{mode}: {count} subscribers: p99 {rows[-1]['p99_ms']:.1f} ms")
+            idle = run_fan_out(deployment, repo="idle", subscribers=100, writers=0, seconds=idle_s)
+            rows.append(_row(mode, 100, 0, idle, base_rate))
+            log(f"{mode}: 100 idle subscribers: {rows[-1]['server_cores']:.3f} of a core")
+    return {"rows": rows, "reference_p99_ms": REFERENCE_P99_MS}
+
+
+def _row(mode: str, subscribers: int, writers: int, run: FanOut, base_rate: float) -> dict:
+    lags = run.lags_ms
+    rate = run.integrations / run.seconds if writers else 0.0
+    problems = run.problems + (run.check_exactly_once() if subscribers and writers else [])
+    return {
+        "mode": mode,
+        "subscribers": subscribers,
+        "writers": writers,
+        "integrations_per_s": rate,
+        "writer_cost": (1 - rate / base_rate) if writers and subscribers and base_rate else 0.0,
+        **{f"p{int(q * 100)}_ms": percentile(lags, q) for q in (0.5, 0.9, 0.99)},
+        "max_ms": percentile(lags, 1.0),
+        "server_cores": run.server_cpu_s / run.seconds,
+        "exactly_once": not problems,
+        "problems": problems[:3],
+    }
+
+
+def format_report(data: dict) -> str:
+    """The table, with each goal checked beside its figure."""
+    lines = [
+        f"{'mode':<11}{'subs':>6}{'writers':>8}{'integ/s':>9}{'cost':>7}{'p50':>8}{'p90':>8}{'p99':>8}"
+        f"{'max':>8}{'cores':>7}  exactly once",
+    ]
+    for row in data["rows"]:
+        lines.append(
+            f"{row['mode']:<11}{row['subscribers']:>6}{row['writers']:>8}{row['integrations_per_s']:>9.1f}"
+            f"{row['writer_cost']:>7.0%}{row['p50_ms']:>8.1f}{row['p90_ms']:>8.1f}{row['p99_ms']:>8.1f}"
+            f"{row['max_ms']:>8.1f}{row['server_cores']:>7.3f}  {'yes' if row['exactly_once'] else row['problems']}"
+        )
+    lines.append(
+        f"lag in ms (client receive time - the event's server timestamp); goals: p99 <= {GOAL_P99_MS:g} ms at 100"
+        f" subscribers with 16 writers (reference: {REFERENCE_P99_MS:g} ms), writer cost < {GOAL_WRITER_COST:.0%},"
+        f" 100 idle subscribers < {GOAL_IDLE_CORES} of a core"
+    )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["subscribe"]:

@@ -90,10 +90,8 @@ def check_resumable(repository: Repository, after: int) -> None:
     if first is None:  # everything pruned: history starts after the last id handed out
         first = repository.event_seq + 1
     if after < first - 1:
-        raise Invalid(
-            f"events before {first} were pruned; resume after {first - 1} or later",
-            details={"first_available": first},
-        )
+        message = f"events before {first} were pruned; resume after {first - 1} or later"
+        raise Invalid(message, details=[{"code": "pruned", "message": message, "first_available": first}])
 
 
 def prune(older_than_s: float | None = None) -> int:
