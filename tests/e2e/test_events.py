@@ -10,10 +10,12 @@ sets how long the writers write (default 6 s; the issue's 10 s when CI time allo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -26,7 +28,8 @@ from tests.deployment import ApiClient, Deployment
 SECONDS = float(os.environ.get("AGENTGIT_E2E_EVENTS_S", "6"))
 
 
-def deployment(mode: str, **env: str):
+@contextlib.contextmanager
+def deployment(mode: str, **env: str) -> Iterator[Deployment]:
     with Deployment(mode, env=env) as server:
         server.token = server.create_token()
         server.start_server(workers=2 if mode == "production" else 4)
@@ -37,7 +40,8 @@ def deployment(mode: str, **env: str):
 
 @pytest.fixture(scope="module", params=["production", "embedded"])
 def served(request):
-    yield from deployment(request.param)
+    with deployment(request.param) as server:
+        yield server
 
 
 def test_every_integration_reaches_every_subscriber_once_in_order(served):
@@ -72,7 +76,7 @@ def test_an_unauthorized_subscriber_is_refused_and_a_read_only_one_admitted(serv
 
 
 def test_resuming_from_a_pruned_id_says_where_history_starts():
-    for server in deployment("embedded", AGENTGIT_EVENT_RETENTION_S="0"):
+    with deployment("embedded", AGENTGIT_EVENT_RETENTION_S="0") as server:
         with ApiClient(server.url, server.token) as api:
             api.create_repo("pruned")
             head = api.write("pruned", None, {"a": "1\n"})
@@ -95,7 +99,7 @@ def test_resuming_from_a_pruned_id_says_where_history_starts():
 def test_idle_subscribers_cost_the_database_no_queries():
     """100 idle subscribers: the database answers no more transactions per second than with 1
     (counted in pg_stat_database, never timed)."""
-    for server in deployment("production"):
+    with deployment("production") as server:
         with ApiClient(server.url, server.token) as api:
             api.create_repo("idle")
 
