@@ -18,7 +18,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from ..errors import Invalid
@@ -84,7 +84,7 @@ _NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 W
 def check_resumable(repository: Repository, after: int) -> None:
     """Refuse to resume after ``after`` when events after it were pruned (400 ``invalid``, with
     the first id still available), rather than skip them silently. One indexed lookup."""
-    if after <= 0 and repository.event_seq == 0:
+    if after <= 0:  # not resuming: from the first event still kept
         return
     first = Event.objects.filter(repository=repository).order_by("seq").values_list("seq", flat=True).first()
     if first is None:  # everything pruned: history starts after the last id handed out
@@ -99,12 +99,9 @@ def prune(older_than_s: float | None = None) -> int:
     each repository is kept, so the first available id is always read from the outbox."""
     age = settings.AGENTGIT["EVENT_RETENTION_S"] if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=age)
-    newest = Event.objects.values("repository_id").annotate(last=Max("seq"))
     deleted = 0
-    for row in newest:
-        count, _ = Event.objects.filter(
-            repository_id=row["repository_id"], created__lt=cutoff, seq__lt=row["last"]
-        ).delete()
+    for repository_id, last in Repository.objects.filter(event_seq__gt=1).values_list("pk", "event_seq"):
+        count, _ = Event.objects.filter(repository_id=repository_id, created__lt=cutoff, seq__lt=last).delete()
         deleted += count
     return deleted
 
