@@ -141,6 +141,11 @@ def encode(message: Message) -> bytes:
     return f"id: {message['id']}\nevent: {message['event']}\ndata: {text}\n\n".encode()
 
 
+def as_json(message: Message) -> str:
+    """One event as the WebSocket sends it."""
+    return json.dumps(message, separators=(",", ":"), default=str)
+
+
 async def relayed(repository_id: int, after: int, wants: Filter, timeout_s: float) -> AsyncIterator[bytes]:
     """The SSE stream under ASGI: from this process's relay until ``timeout_s`` has passed."""
     deadline = time.monotonic() + timeout_s
@@ -149,7 +154,7 @@ async def relayed(repository_id: int, after: int, wants: Filter, timeout_s: floa
         while (left := deadline - time.monotonic()) > 0:
             messages = await subscription.next(min(KEEPALIVE_S, left))
             if messages:
-                yield b"".join(encode(message) for message in messages)
+                yield b"".join(subscription.encoded(message, encode) for message in messages)
             elif deadline - time.monotonic() > 0:
                 yield KEEPALIVE
     except TooFarBehind as behind:
@@ -247,6 +252,6 @@ class EventsConsumer(AsyncWebsocketConsumer):
         try:
             while True:
                 for message in await self.subscription.next(float("inf")):
-                    await self.send(text_data=json.dumps(message, separators=(",", ":"), default=str))
+                    await self.send(text_data=self.subscription.encoded(message, as_json))
         except TooFarBehind as behind:
             await self.close(code=CLOSE_TOO_FAR_BEHIND, reason=f"too far behind; resume after {behind.resume_id}")

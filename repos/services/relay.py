@@ -36,7 +36,7 @@ import os
 import queue
 import socket
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -349,6 +349,11 @@ class Subscription:
                 if wanted:
                     return wanted
 
+    def encoded(self, message: Message, encode: Callable[[Message], Any]) -> Any:
+        """``encode(message)``, computed once per event and form in this process, however many
+        subscribers send it (the relay's subscribers share the message objects)."""
+        return self.relay.encoded(self.repository_id, message, encode)
+
     def _pass(self, messages: list[Message]) -> list[Message]:
         self.after = messages[-1]["id"]
         return [message for message in messages if self.wants(message)]
@@ -378,6 +383,7 @@ class Relay:
         self.transport = transport
         self.capacity = capacity
         self.topics: dict[int, Topic] = {}
+        self._encoded: OrderedDict[tuple[int, int, Callable], Any] = OrderedDict()
         self._listener: asyncio.Task | None = None
 
     async def subscribe(self, repository_id: int, after: int, wants: Filter = Filter()) -> Subscription:
@@ -394,6 +400,19 @@ class Relay:
         else:
             topic.subscribers.add(subscription)
         return subscription
+
+    #: Encoded events kept for the subscribers still to send them (most recent first to go).
+    ENCODED_KEPT = 4096
+
+    def encoded(self, repository_id: int, message: Message, encode: Callable[[Message], Any]) -> Any:
+        """The wire form ``encode`` makes of one event, made once per process."""
+        key = (repository_id, message["id"], encode)
+        found = self._encoded.get(key)
+        if found is None:
+            found = self._encoded[key] = encode(message)
+            if len(self._encoded) > self.ENCODED_KEPT:
+                self._encoded.popitem(last=False)
+        return found
 
     def remove(self, subscription: Subscription) -> None:
         topic = self.topics.get(subscription.repository_id)
