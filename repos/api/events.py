@@ -43,6 +43,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from agentgit_site.observability import note
 
 from ..errors import CLOSE_TOO_FAR_BEHIND, ERRORS, Invalid, Unauthenticated
+from ..services import metrics
 from ..services.admission import SCOPE_KEY
 from ..services.events import Message, check_resumable, events_after, wire
 from ..services.relay import BATCH, Filter, TooFarBehind, relay, release_connection
@@ -169,8 +170,10 @@ def polled(repository_id: int, after: int, wants: Filter, timeout_s: float) -> I
     deadline = time.monotonic() + timeout_s
     quiet_since = time.monotonic()
     while True:
-        messages = [wire(event) for event in events_after(repository_id, after, BATCH)]
+        rows = events_after(repository_id, after, BATCH)
+        messages = [wire(event) for event in rows]
         if messages:
+            metrics.observe_relayed(event.created for event in rows)  # the poll is this feed's relay
             after = messages[-1]["id"]
             wanted = [message for message in messages if wants(message)]
             if wanted:

@@ -110,5 +110,5 @@ def outbox_span() -> int:
     """How many events the outbox holds, from the indexes: per repository, its last id handed
     out minus its first id kept (ids are gapless and pruned oldest first), never a row count."""
     first = Event.objects.filter(repository=OuterRef("pk")).order_by("seq").values("seq")[:1]
-    spans = Repository.objects.annotate(first=Subquery(first)).filter(first__isnull=False)
-    return sum(last - first + 1 for last, first in spans.values_list("event_seq", "first"))
+    spans = Repository.objects.annotate(first=Subquery(first)).values_list("event_seq", "first")
+    return sum(last - first + 1 for last, first in spans if first is not None)
