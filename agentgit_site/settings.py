@@ -86,6 +86,12 @@ AGENTGIT: dict[str, Any] = {
     # loose objects or packs.
     "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
     "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
+    # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
+    # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
+    "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),
+    # Outbox rows older than this are pruned (every AGENTGIT_EVENT_PRUNE_EVERY_S by beat, and at
+    # worker start). Env: AGENTGIT_EVENT_RETENTION_S. Default: 7 days.
+    "EVENT_RETENTION_S": _env_int("AGENTGIT_EVENT_RETENTION_S", 7 * 24 * 3600),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -111,7 +117,23 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
     "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
+    "prune-events": {"task": "workers.tasks.prune_events", "schedule": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600)},
 }
+
+# The Channels layer carries committed events to every server process's relay (docs/adr/0011):
+# with Redis (REDIS_URL, or CHANNELS_REDIS_URL), channels-redis's pub/sub layer, so every process
+# on every machine hears at once; without, none, and the relay uses a datagram socket per process.
+_CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL") or os.environ.get("REDIS_URL")
+CHANNEL_LAYERS = (
+    {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [_CHANNELS_REDIS_URL], "prefix": "agentgit"},
+        }
+    }
+    if _CHANNELS_REDIS_URL
+    else {}
+)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(_DATA_DIR / "secret_key", nbytes=50)
 DEBUG = _env_bool("DJANGO_DEBUG")

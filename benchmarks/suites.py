@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, git_bench, history_bench, landing_cost, report, web_bench
+from . import candidates, cycle, engine_bench, events_bench, git_bench, history_bench, landing_cost, report, web_bench
 
 R = TypeVar("R")
 
@@ -328,6 +328,42 @@ def _web_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, web_bench.web_json(run), table, failures)
 
 
+# ------------------------------------------------------------------------------ events
+
+
+def _events_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--modes", type=choices(MODES), default=list(MODES), help="embedded and/or production (default: both)"
+    )
+    parser.add_argument(
+        "--subscribers",
+        type=numbers(1, "subscribers"),
+        default=[1, 100, 1000],
+        help="subscriber counts, half SSE and half WebSocket (default: 1,100,1000)",
+    )
+    parser.add_argument("--writers", type=positive, default=16, help="writers, each on its own stream")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds the writers write per row")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds 100 idle subscribers are measured")
+    parser.add_argument("--server-workers", type=positive, default=cycle.DEFAULT_SERVER_WORKERS)
+
+
+def _events_run(options: dict[str, Any], log: Log) -> Results:
+    data = events_bench.run_events_benchmark(
+        modes=options["modes"],
+        subscribers=options["subscribers"],
+        writers=options["writers"],
+        duration_s=options["duration"],
+        idle_s=options["idle"],
+        server_workers=options["server_workers"],
+        log=log,
+    )
+    table = events_bench.format_report(data)
+    failures = [
+        f"{row['mode']} {row['subscribers']}: {row['problems']}" for row in data["rows"] if not row["exactly_once"]
+    ]
+    return Results(table, data, table, failures="\n".join(failures))
+
+
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
 SUITES: dict[str, Suite] = {
     suite.name: suite
@@ -349,6 +385,12 @@ SUITES: dict[str, Suite] = {
             "the agent's cycle per second over HTTP, against real processes it starts (or --url)",
             _cycle_arguments,
             _cycle_run,
+        ),
+        Suite(
+            "events",
+            "event fan-out: delivery lag for 1, 100 and 1000 subscribers while writers integrate, both modes",
+            _events_arguments,
+            _events_run,
         ),
         Suite(
             "history",

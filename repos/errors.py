@@ -34,6 +34,9 @@ from engine.errors import CorruptObject, EngineError, InvalidInput, ObjectMissin
 
 #: WebSocket close codes are this plus the HTTP status of the same refusal.
 CLOSE_CODE_BASE = 4000
+#: The one WebSocket close code that is not a refusal: the event feed's subscriber read too
+#: slowly and was dropped; the reason says ``too far behind; resume after N``.
+CLOSE_TOO_FAR_BEHIND = CLOSE_CODE_BASE + 8
 
 
 class ApiError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import integration, maintenance, refmirror
+from repos.services import events, integration, maintenance, refmirror
 from repos.services.dispatch import Job
 
 
@@ -55,7 +55,15 @@ def maintain() -> int:
     return sum(state.outcome == "done" for state in maintenance.maintain_all())
 
 
+@shared_task(name="workers.tasks.prune_events")
+def prune_events() -> int:
+    """Delete outbox rows older than ``AGENTGIT["EVENT_RETENTION_S"]``; scheduled by beat, and
+    run at worker start. Returns how many it deleted."""
+    return events.prune()
+
+
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
     recover.delay()
     rebuild_mirrors.delay()
+    prune_events.delay()

@@ -8,7 +8,7 @@ method checks the scope its REST endpoint needs; errors become the client's type
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -23,7 +23,7 @@ from ..errors import Invalid, Unavailable, api_error
 from ..models import Credential, Operation
 from ..services import content, integration, landing, proposals, reads
 from ..services.credentials import require_scope
-from ..services.events import EventFeed, event_data
+from ..services.relay import Filter, TooFarBehind, relay
 from ..services.repositories import get_repository
 from .errors import error_from_dict
 from .serializers import ProposalSerializer
@@ -129,18 +129,17 @@ class ServiceBackend:
     ) -> AsyncIterator[Event]:
         """The SSE feed's events (the same outbox, in order) until ``timeout_s``."""
         repository = await self._run("read", lambda: get_repository(repo))
-        feed = EventFeed(repository.pk, after or 0, timeout_s if timeout_s is not None else 20.0)
-        fetch = sync_to_async(_closing(feed.fetch))
-        while True:
-            rows = await fetch()
-            for row in rows:
-                event = Event(row.seq, row.kind, event_data(row))
-                if _core.wanted(event, kinds, None):
-                    yield event
-            _, pause = feed.step(rows)
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
+        wants = Filter(kinds=frozenset(kinds or ()))
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else 20.0)
+        subscription = await relay().subscribe(repository.pk, after or 0, wants)
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                for message in await subscription.next(left):
+                    yield Event(message["id"], message["event"], message["data"])
+        except TooFarBehind:
+            return  # the caller resumes after the last event it was given
+        finally:
+            subscription.close()
 
     async def _run(self, scope: str, work: Callable[[], Any]) -> Any:
         """``work()`` in Django's thread, with the scope checked; the server's errors as the client's."""

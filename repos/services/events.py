@@ -1,23 +1,28 @@
 """The outbox: events are rows written in the transaction that caused them, and read back in order.
 
-Subscribers (the API's SSE and WebSocket feeds, the web UI's activity feed) read them through
-:class:`EventFeed` (:func:`events_after`) in ``seq`` order (monotonic per repository, no gaps), so
-an event exists exactly when the change it announces committed, and a reader that resumes after
-an id misses nothing and sees nothing twice.
+Subscribers (the SSE and WebSocket feeds) read them with :func:`events_after` in ``seq`` order
+(monotonic per repository, no gaps), so an event exists exactly when the change it announces
+committed, and a reader that resumes after an id misses nothing and sees nothing twice. Once
+committed, each event is also pushed to the server processes' relays (repos/services/relay.py),
+so subscribers hear of it without asking the database.
+
+Rows older than ``AGENTGIT["EVENT_RETENTION_S"]`` are pruned (:func:`prune`, a periodic task);
+resuming from before what is left is refused with the first id still available
+(:func:`check_resumable`), never answered with a silent gap.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
-from ..models import Event, Repository
-from . import metrics
+from ..errors import Invalid
+from ..models import Credential, Event, Repository
 
 STREAM_CREATED = "stream.created"
 STREAM_INTEGRATE = "stream.integrate"
@@ -26,14 +31,41 @@ PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
 REPOSITORY_CREATED = "repository.created"
 
+#: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):
+#: ``{"id": seq, "event": kind, "data": payload + {"seq", "created"}}``.
+Message = dict[str, Any]
+
+#: Most changed paths an event lists; beyond, ``paths_truncated`` is true.
+MAX_PATHS = 100
+
 
 def events_after(repository_id: int, after: int, limit: int) -> list[Event]:
     """Up to ``limit`` of the repository's events after the id ``after``, oldest first."""
     return list(Event.objects.filter(repository_id=repository_id, seq__gt=after).order_by("seq")[:limit])
 
 
+def wire(event: Event) -> Message:
+    """An event as the feeds send it; ``created`` is the server's time (UTC, microseconds)."""
+    created = event.created.isoformat().replace("+00:00", "Z")
+    return {"id": event.seq, "event": event.kind, "data": {**event.payload, "seq": event.seq, "created": created}}
+
+
+def changed_paths(paths: list[str]) -> dict[str, Any]:
+    """The payload fields naming what a change touched: at most :data:`MAX_PATHS` paths."""
+    return {"paths": paths[:MAX_PATHS], "paths_truncated": len(paths) > MAX_PATHS}
+
+
+def author(credential: Credential | None) -> dict[str, str] | None:
+    """Who did it, as events name them: the user and the credential (the agent's token name)."""
+    if credential is None:
+        return None
+    return {"user": credential.user.username, "credential": credential.name or credential.token_prefix}
+
+
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:
-    """Record an event; must run inside the caller's transaction."""
+    """Record an event; must run inside the caller's transaction. It is pushed once that commits."""
+    from .relay import publish_on_commit  # the relay reads the outbox through this module
+
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events are written in the transaction of the change they announce")
     # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
@@ -42,77 +74,42 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(_NEXT_SEQ, [repository.pk])
         (seq,) = cursor.fetchone()
-    return Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+    event = Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+    publish_on_commit(repository.pk, wire(event))
+    return event
 
 
 _NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
 
 
-# ------------------------------------------------------------------------------ feeds
-
-POLL_S = 0.1
-KEEPALIVE_S = 15.0
-DEFAULT_TIMEOUT_S = 25.0
-MAX_TIMEOUT_S = 300.0
-#: Most events read per query.
-BATCH = 500
-KEEPALIVE = b": keep-alive\n\n"
-
-
-def event_data(event: Event) -> dict:
-    """An event's data as both feeds send it: its payload plus ``seq`` and ``created``."""
-    return {**event.payload, "seq": event.seq, "created": event.created.isoformat().replace("+00:00", "Z")}
+def check_resumable(repository: Repository, after: int) -> None:
+    """Refuse to resume after ``after`` when events after it were pruned (400 ``invalid``, with
+    the first id still available), rather than skip them silently. One indexed lookup."""
+    if after <= 0:  # not resuming: from the first event still kept
+        return
+    first = Event.objects.filter(repository=repository).order_by("seq").values_list("seq", flat=True).first()
+    if first is None:  # everything pruned: history starts after the last id handed out
+        first = repository.event_seq + 1
+    if after < first - 1:
+        message = f"events before {first} were pruned; resume after {first - 1} or later"
+        raise Invalid(message, details=[{"code": "pruned", "message": message, "first_available": first}])
 
 
-def encode(event: Event) -> bytes:
-    """One event in the SSE wire format."""
-    text = json.dumps(event_data(event), separators=(",", ":"), default=str)
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {text}\n\n".encode()
+def prune(older_than_s: float | None = None) -> int:
+    """Delete the events older than the retention age; returns how many. The newest event of
+    each repository is kept, so the first available id is always read from the outbox."""
+    age = settings.AGENTGIT["EVENT_RETENTION_S"] if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=age)
+    deleted = 0
+    for repository_id, last in Repository.objects.filter(event_seq__gt=1).values_list("pk", "event_seq"):
+        count, _ = Event.objects.filter(repository_id=repository_id, created__lt=cutoff, seq__lt=last).delete()
+        deleted += count
+    return deleted
 
 
-class EventFeed:
-    """The events of one repository after ``after``, polled until ``timeout_s`` has passed."""
-
-    def __init__(self, repository_id: int, after: int, timeout_s: float) -> None:
-        self.repository_id = repository_id
-        self.after = after
-        now = time.monotonic()
-        self.deadline = now + timeout_s
-        self.quiet_since = now
-
-    def fetch(self) -> list[Event]:
-        return events_after(self.repository_id, self.after, BATCH)
-
-    def step(self, events: list[Event]) -> tuple[bytes, float | None]:
-        """After a fetch: the bytes to send, and the pause before the next fetch (None: the end)."""
-        now = time.monotonic()
-        if events:
-            self.after = events[-1].seq
-            self.quiet_since = now
-            metrics.observe_relayed(event.created for event in events)
-            return b"".join(encode(event) for event in events), 0.0
-        if now >= self.deadline:
-            return b"", None
-        chunk = b""
-        if now - self.quiet_since >= KEEPALIVE_S:
-            chunk, self.quiet_since = KEEPALIVE, now
-        return chunk, min(POLL_S, self.deadline - now)
-
-    def synchronous(self) -> Iterator[bytes]:
-        while True:
-            chunk, pause = self.step(self.fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            time.sleep(pause)
-
-    async def asynchronous(self) -> AsyncIterator[bytes]:
-        fetch = sync_to_async(self.fetch)  # thread-sensitive: the request's own thread and connection
-        while True:
-            chunk, pause = self.step(await fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
+def outbox_span() -> int:
+    """How many events the outbox holds, from the indexes: per repository, its last id handed
+    out minus its first id kept (ids are gapless and pruned oldest first), never a row count."""
+    first = Event.objects.filter(repository=OuterRef("pk")).order_by("seq").values("seq")[:1]
+    spans = Repository.objects.annotate(first=Subquery(first)).values_list("event_seq", "first")
+    return sum(last - first + 1 for last, first in spans if first is not None)

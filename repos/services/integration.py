@@ -38,12 +38,13 @@ from django.utils import timezone
 from engine.errors import EngineError
 from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
+from engine.trees import diff_trees
 
 from ..errors import Aborted, NotFound, from_engine
 from ..models import Operation, Proposal, Repository, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
-from .events import PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event
+from .events import MAX_PATHS, PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event, author, changed_paths
 from .stores import server_signature, store_for
 
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
@@ -165,7 +166,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         )
         operations = list(
             Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
-            .select_related("proposal")
+            .select_related("proposal__author__user")
             .order_by("id")[:batch_size]
         )
         if not operations:
@@ -177,6 +178,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         known = derived.refresh(repository, store)
         head = stream.head
         results: list[tuple[Operation, Integration | None, EngineError | None]] = []
+        changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
         for operation in operations:
             try:
                 integration = integrate(
@@ -190,6 +192,8 @@ def _land_once(stream_id: int, batch_size: int) -> int:
                 results.append((operation, None, error))
                 continue
             results.append((operation, integration, None))
+            if integration.head is not None and integration.head != head:
+                changed[operation.pk] = paths_between(store, head, integration.head)
             head = integration.head
         crash_point("objects_written")
         if head != stream.head:
@@ -199,7 +203,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             if moved != 1:
                 raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
-            _record(stream, operation, integration, error)
+            _record(stream, operation, integration, error, changed.get(operation.pk))
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
@@ -219,8 +223,19 @@ def _land_once(stream_id: int, batch_size: int) -> int:
     return len(operations)
 
 
-def _record(stream: Stream, operation: Operation, integration: Integration | None, error: EngineError | None) -> None:
-    """Write one operation's outcome, its proposal's new state and its event (in the landing transaction)."""
+def paths_between(store, old: str | None, new: str) -> dict:
+    """The event fields naming the files a landing changed (bounded: repos/services/events.py)."""
+    old_tree = store.read_commit(old).tree if old else None
+    changes = diff_trees(store, old_tree, store.read_commit(new).tree)
+    return changed_paths([change.path for change in changes[: MAX_PATHS + 1]])
+
+
+def _record(
+    stream: Stream, operation: Operation, integration: Integration | None, error: EngineError | None, paths: dict | None
+) -> None:
+    """Write one operation's outcome, its proposal's new state and its event (in the landing
+    transaction). The event carries what a subscriber acts on without asking again: the
+    stream, proposal, outcome, head, changeset, changed paths and who proposed it."""
     proposal = operation.proposal
     now = timezone.now()
     operation.attempts = F("attempts") + 1
@@ -241,16 +256,17 @@ def _record(stream: Stream, operation: Operation, integration: Integration | Non
     proposal.result_head = integration.head or ""
     proposal.conflicts = outcome["conflicts"]
     proposal.save(update_fields=["state", "outcome", "result_changeset", "result_head", "conflicts", "updated"])
+    about = {"stream": stream.name, "proposal": proposal.pk, "author": author(proposal.author)}
     if conflicted:
-        payload = {"stream": stream.name, "proposal": proposal.pk, "conflicts": outcome["conflicts"]}
+        payload = {**about, "outcome": integration.outcome.value, "conflicts": outcome["conflicts"]}
         append_event(stream.repository, PROPOSAL_CONFLICT, payload)
     else:
         payload = {
-            "stream": stream.name,
-            "proposal": proposal.pk,
+            **about,
             "outcome": integration.outcome.value,
             "head": integration.head,
             "changeset": integration.changeset,
+            **(paths or changed_paths([])),
         }
         append_event(stream.repository, STREAM_INTEGRATE, payload)
 

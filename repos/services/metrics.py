@@ -19,7 +19,7 @@ Counted where it happens (the ``observe_*`` functions and the counters below):
     agentgit_rate_limited_total                            requests refused with 429 rate_limited
     agentgit_shed_requests_total                           requests refused with 503 by load shedding
     agentgit_event_relay_lag_seconds                       (histogram) from an event's creation to
-                                                           a feed sending it
+                                                           a server process's relay receiving it
     agentgit_object_cache_lookups_total{cache,result}      the engine's parsed tree and commit caches
 
 Read at scrape time, from the database, in bounded time (an index on queued operations; never
@@ -27,6 +27,7 @@ a count over a whole table):
 
     agentgit_landing_queue_depth                           operations queued
     agentgit_landing_queue_oldest_seconds                  age of the oldest queued operation
+    agentgit_outbox_events                                 events kept in the outbox (ids' span)
 
 Repack state is counted by the process that runs maintenance (runs by outcome, their duration, the
 loose objects rolled up): O(1) at scrape time, whatever the number of repositories.
@@ -53,6 +54,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from ..errors import Forbidden, Unauthenticated
 from ..models import Credential, Operation
 from .credentials import require_scope
+from .events import outbox_span
 from .stores import CACHE_STATS
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -173,7 +175,7 @@ def observe_repack(outcome: str, seconds: float, loose_before: int, loose_after:
 
 
 def observe_relayed(created: Iterable[datetime]) -> None:
-    """Events a feed is sending now, by their commit times."""
+    """Events a relay is handing to its subscribers now, by their creation times."""
     now = timezone.now()
     for moment in created:
         EVENT_RELAY_LAG.observe(max(0.0, (now - moment).total_seconds()))
@@ -207,9 +209,14 @@ def landing_queue() -> Iterator[Metric]:
     )
 
 
+def outbox() -> Iterator[Metric]:
+    """The events the outbox holds (what retention keeps): one index lookup per repository."""
+    yield GaugeMetricFamily("agentgit_outbox_events", "Events kept in the outbox (before pruning).", outbox_span())
+
+
 #: Scrape-time readings of shared state (the database), computed by the process answering the
 #: scrape.
-SCRAPE_COLLECTORS: list[Callable[[], Iterable[Metric]]] = [landing_queue]
+SCRAPE_COLLECTORS: list[Callable[[], Iterable[Metric]]] = [landing_queue, outbox]
 
 
 class _Readings:

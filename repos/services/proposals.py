@@ -8,7 +8,7 @@ from ..errors import Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Credential, Proposal, Repository
 from . import refmirror
-from .events import PROPOSAL_OPENED, append_event
+from .events import PROPOSAL_OPENED, append_event, author
 from .repositories import get_stream, resolve_rev
 
 
@@ -27,7 +27,8 @@ def open_proposal(
             repository=repository, stream=target, head=head_id, title=title, author=credential
         )
         refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
-        append_event(repository, PROPOSAL_OPENED, {"proposal": proposal.pk, "stream": stream, "head": head_id})
+        payload = {"proposal": proposal.pk, "stream": stream, "head": head_id, "author": author(credential)}
+        append_event(repository, PROPOSAL_OPENED, payload)
     return proposal
 
 

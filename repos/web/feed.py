@@ -6,16 +6,19 @@ access: 404). The stream itself is the API's: the outbox read in ``seq`` order, 
 ``Last-Event-ID`` or ``?after=``, ended after a while so that the browser reconnects and the
 access check runs again.
 
-The stream is the outbox reader the API's feed uses (``repos.services.events.EventFeed``).
+The stream is the API feed's: this process's relay (``repos.services.relay``) under ASGI.
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
 
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 from django.views.decorators.http import require_safe
 
-from repos.services.events import EventFeed
+from repos.services.events import check_resumable
+from repos.services.relay import Filter, polled, relayed, release_connection
 
 from ..errors import Invalid
 from .pages import repository_page
@@ -35,8 +38,13 @@ def resume_point(request: HttpRequest) -> int:
 @require_safe
 @repository_page
 def activity_events(request: HttpRequest, repository) -> StreamingHttpResponse:
-    feed = EventFeed(repository.pk, resume_point(request), TIMEOUT_S)
-    chunks = feed.asynchronous() if isinstance(request, ASGIRequest) else feed.synchronous()
+    after = resume_point(request)
+    check_resumable(repository, after)
+    if isinstance(request, ASGIRequest):
+        chunks: Iterator[bytes] | AsyncIterator[bytes] = relayed(repository.pk, after, Filter(), TIMEOUT_S)
+        release_connection()  # the stream reads through the relay, seldom: no connection held
+    else:
+        chunks = polled(repository.pk, after, Filter(), TIMEOUT_S)
     response = StreamingHttpResponse(chunks, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"

@@ -9,7 +9,8 @@ import time
 import pytest
 from django.db import connection
 
-from repos.services import events as sse
+from repos.services import events
+from repos.services import relay as sse
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,3 +104,41 @@ def test_events_stream_new_events_while_connected(api):
     assert chunk.startswith(b"id: 3\nevent: proposal.opened\n")
     assert 0.3 <= time.monotonic() - started < 5
     response.close()
+
+
+def test_filters_choose_kinds_and_a_stream(api):
+    api.land(api.write(None, {"f.txt": "x\n"}))
+
+    integrations, _ = read_events(api, kinds="stream.integrate,proposal.conflict")
+    on_main, _ = read_events(api, stream="main")
+
+    assert [e["event"] for e in integrations] == ["stream.integrate"]
+    integrate = integrations[0]["data"]
+    assert integrate["paths"] == ["f.txt"] and integrate["paths_truncated"] is False
+    assert integrate["author"]["user"] and integrate["proposal"] and integrate["created"].endswith("Z")
+    assert [e["event"] for e in on_main] == ["stream.created", "proposal.opened", "stream.integrate"]
+    assert api.client.get(api.url("/events"), {"kinds": "no spaces", "timeout": 0}).status_code == 400
+
+
+def test_resuming_from_a_pruned_id_answers_invalid_with_the_first_available(api):
+    api.land(api.write(None, {"f.txt": "x\n"}))  # events 1..4
+    assert events.prune(older_than_s=0) == 3  # the newest is kept
+
+    refused = api.client.get(api.url("/events"), {"after": 2, "timeout": 0})
+    kept, _ = read_events(api, after=3)
+    fresh, _ = read_events(api)
+
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "invalid" and error["details"][0]["first_available"] == 4
+    assert [e["id"] for e in kept] == [4] and [e["id"] for e in fresh] == [4]
+    assert events.outbox_span() == 1
+
+
+def test_the_schema_documents_the_filters():
+    import yaml
+    from django.test import Client
+
+    schema = yaml.safe_load(Client().get("/api/v1/schema").content)
+    parameters = {p["name"] for p in schema["paths"]["/api/v1/repos/{repo}/events"]["get"]["parameters"]}
+    assert {"kinds", "stream", "after", "timeout", "Last-Event-ID"} <= parameters

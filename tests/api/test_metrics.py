@@ -121,16 +121,21 @@ def test_the_landing_queue_is_its_depth_and_the_age_of_its_oldest(api):
 
 
 def test_a_scrape_counts_no_table(api):
-    """The only query a scrape runs reads queued operations, through their partial index."""
+    """A scrape runs two queries: the queued operations, through their partial index, and the
+    outbox's span, one index search per repository (the events are never counted)."""
     with CaptureQueriesContext(connection) as queries:
         scrape()
     statements = [query["sql"] for query in queries.captured_queries]
-    assert len(statements) == 1
+    assert len(statements) == 2
     assert "repos_operation" in statements[0] and "WHERE" in statements[0]
     with connection.cursor() as cursor:  # SQLite's plan: a search of the index, not a table scan
         cursor.execute("EXPLAIN QUERY PLAN " + statements[0].replace("%s", "'queued'"))
         plan = " ".join(str(row) for row in cursor.fetchall())
-    assert "operation_queued_by_age" in plan
+        assert "operation_queued_by_age" in plan
+        assert "repos_event" in statements[1] and "COUNT" not in statements[1].upper()
+        cursor.execute("EXPLAIN QUERY PLAN " + statements[1])
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "SCAN repos_event" not in plan and "USING COVERING INDEX sqlite_autoindex_repos_event" in plan, plan
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,0 +1,571 @@
+"""The event relay: one per server process, pushing committed events to every subscriber there.
+
+The outbox (repos/services/events.py) is the truth; the relay is how subscribers hear of new
+rows without asking the database. Two halves, joined by a *transport*:
+
+* **publishing** (any process that commits events: a server, a Celery worker): once the
+  transaction commits, :func:`publish_on_commit` hands the event to this process's publisher
+  thread, which sends what has gathered, grouped per repository, through the transport;
+* **relaying** (each server process that has subscribers): :class:`Relay` listens on the
+  transport for the repositories its subscribers follow and offers each event, in ``seq``
+  order, to every subscriber's bounded buffer (:class:`Subscription`).
+
+The transports (docs/adr/0011-event-relay.md says why these two):
+
+* with ``CHANNEL_LAYERS`` configured (production: channels-redis), a Channels group per
+  repository (``events.<id>``): every server process on every machine hears at once;
+* without (the embedded default), a Unix datagram socket per server process in the data
+  directory's ``relay/``: a publisher sends each batch to every socket there.
+
+A push can be lost (a full socket, a Redis hiccup, a process that subscribed a moment late) or
+arrive out of order (two workers commit one after the other, their pushes race). Sequence
+numbers are gapless, so both show as a jump: the relay reads the missing rows from the outbox
+(one query per process, not per subscriber) before going on, and drops what it has already
+relayed. A subscriber catches up from the outbox by itself when it starts (resume) and when its
+own position and the relay's differ. So every subscriber sees every event once, in order.
+
+An idle subscriber costs nothing: no query, no timer but its heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection, transaction
+
+from . import metrics
+from .events import Message, events_after, wire
+
+logger = logging.getLogger(__name__)
+
+#: Most events read from the outbox per query (catching up, filling a gap).
+BATCH = 500
+
+
+def group_name(repository_id: int) -> str:
+    """The Channels group (and the datagram tag) of one repository's events."""
+    return f"events.{repository_id}"
+
+
+# ------------------------------------------------------------------------------ transports
+
+
+class Transport:
+    """How published events travel from the committing process to every server process."""
+
+    def send(self, repository_id: int, messages: list[Message]) -> None:
+        """Publish (a blocking call, on the publisher thread)."""
+        raise NotImplementedError
+
+    async def listen(self, deliver: Callable[[int, list[Message]], None]) -> None:
+        """Run until cancelled, calling ``deliver(repository_id, messages)`` for what arrives."""
+        raise NotImplementedError
+
+    async def follow(self, repository_id: int) -> None:
+        """Start hearing one repository's events (a transport that hears all may ignore it)."""
+
+    async def unfollow(self, repository_id: int) -> None:
+        """Stop hearing them."""
+
+
+class LayerTransport(Transport):
+    """The Channels layer (``CHANNEL_LAYERS["default"]``): a group per repository."""
+
+    def __init__(self) -> None:
+        from channels.layers import channel_layers
+
+        self._publishing: tuple[Any, asyncio.AbstractEventLoop] | None = None
+        self._make = lambda: channel_layers.make_backend("default")
+        self._listening: Any = None
+        self._channel = ""
+        self._made = asyncio.Lock()
+
+    def send(self, repository_id: int, messages: list[Message]) -> None:
+        if self._publishing is None:  # the publisher thread's own layer and event loop
+            self._publishing = (self._make(), asyncio.new_event_loop())
+        layer, loop = self._publishing
+        loop.run_until_complete(
+            layer.group_send(
+                group_name(repository_id), {"type": "events", "repository": repository_id, "events": messages}
+            )
+        )
+
+    async def listen(self, deliver: Callable[[int, list[Message]], None]) -> None:
+        layer = await self._layer()
+        while True:
+            message = await layer.receive(self._channel)
+            deliver(int(message["repository"]), list(message["events"]))
+
+    async def _layer(self) -> Any:
+        async with self._made:  # listen() and the first follow() race to make the channel
+            if self._listening is None:
+                layer = self._make()
+                self._channel = await layer.new_channel()
+                self._listening = layer
+        return self._listening
+
+    async def follow(self, repository_id: int) -> None:
+        await (await self._layer()).group_add(group_name(repository_id), self._channel)
+
+    async def unfollow(self, repository_id: int) -> None:
+        await (await self._layer()).group_discard(group_name(repository_id), self._channel)
+
+
+class SocketTransport(Transport):
+    """Unix datagram sockets in ``<data dir>/relay/``, one per listening server process.
+
+    A publisher sends each batch to every socket there (a socket whose process died refuses,
+    and is removed). A datagram is at most :data:`DATAGRAM_BYTES`; a batch is split to fit, and
+    an event too large for one is sent as its id alone, which the relay reads from the outbox.
+    """
+
+    DATAGRAM_BYTES = 60_000
+    #: How long a publisher waits for a listener whose queue is full before giving up (the
+    #: listener fills the gap from the outbox when the next push arrives).
+    SEND_TIMEOUT_S = 0.2
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._sender: socket.socket | None = None
+        self._path: Path | None = None
+
+    def send(self, repository_id: int, messages: list[Message]) -> None:
+        if self._sender is None:
+            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sender.settimeout(self.SEND_TIMEOUT_S)
+        try:
+            peers = [self.directory / name for name in os.listdir(self.directory) if name.endswith(".sock")]
+        except FileNotFoundError:
+            return  # no server process listens yet
+        for datagram in self._datagrams(repository_id, messages):
+            for peer in peers:
+                try:
+                    self._sender.sendto(datagram, str(peer))
+                except (ConnectionRefusedError, FileNotFoundError):
+                    peer.unlink(missing_ok=True)  # its process is gone
+                except OSError:  # full or slow: that relay fills the gap from the outbox
+                    logger.debug("event push to %s lost", peer, exc_info=True)
+
+    def _datagrams(self, repository_id: int, messages: list[Message]) -> Iterable[bytes]:
+        batch: list[bytes] = []
+        size = 0
+        for message in messages:
+            encoded = json.dumps(message, separators=(",", ":"), default=str).encode()
+            if len(encoded) > self.DATAGRAM_BYTES - 100:
+                encoded = json.dumps({"id": message["id"]}).encode()  # read from the outbox
+            if batch and size + len(encoded) > self.DATAGRAM_BYTES - 100:
+                yield _frame(repository_id, batch)
+                batch, size = [], 0
+            batch.append(encoded)
+            size += len(encoded) + 1
+        if batch:
+            yield _frame(repository_id, batch)
+
+    async def listen(self, deliver: Callable[[int, list[Message]], None]) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._path = self.directory / f"{socket.gethostname()}-{os.getpid()}.sock"
+        self._path.unlink(missing_ok=True)
+        receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+        receiver.bind(str(self._path))
+        receiver.setblocking(False)
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                datagram = await loop.sock_recv(receiver, self.DATAGRAM_BYTES)
+                repository_id, messages = _unframe(datagram)
+                deliver(repository_id, messages)
+        finally:
+            receiver.close()
+            self._path.unlink(missing_ok=True)
+
+
+def _frame(repository_id: int, encoded: list[bytes]) -> bytes:
+    return b"%d\n" % repository_id + b"\n".join(encoded)
+
+
+def _unframe(datagram: bytes) -> tuple[int, list[Message]]:
+    head, *lines = datagram.split(b"\n")
+    return int(head), [json.loads(line) for line in lines]
+
+
+def make_transport() -> Transport:
+    """The configured transport: the Channels layer when there is one, else the sockets."""
+    if getattr(settings, "CHANNEL_LAYERS", None):
+        return LayerTransport()
+    return SocketTransport(Path(settings.AGENTGIT["DATA_DIR"]) / "relay")
+
+
+# ------------------------------------------------------------------------------ publishing
+
+
+class Publisher:
+    """This process's publisher: a daemon thread that sends committed events as they gather.
+
+    The committing thread only queues (after commit, from Django's ``on_commit``); the thread
+    groups what has gathered per repository and sends it, so a landing of 32 proposals is one
+    push, and the request or task that committed never waits on the transport.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[int, Message]] = queue.SimpleQueue()
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def put(self, repository_id: int, message: Message) -> None:
+        """Queue one committed event for sending."""
+        if self._pid != os.getpid():  # first use, or first use after a fork (Celery's pool)
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                    threading.Thread(target=self._run, args=(self._queue,), name="event-publisher", daemon=True).start()
+                    self._pid = os.getpid()
+        self._queue.put((repository_id, message))
+
+    def _run(self, pending: queue.SimpleQueue[tuple[int, Message]]) -> None:
+        transport = make_transport()
+        while True:
+            gathered: dict[int, list[Message]] = {}
+            repository_id, message = pending.get()
+            gathered.setdefault(repository_id, []).append(message)
+            while True:
+                try:
+                    repository_id, message = pending.get_nowait()
+                except queue.Empty:
+                    break
+                gathered.setdefault(repository_id, []).append(message)
+            for repository_id, messages in gathered.items():
+                try:
+                    transport.send(repository_id, messages)
+                except Exception:  # a lost push is healed from the outbox; the thread goes on
+                    logger.warning("publishing %d events failed", len(messages), exc_info=True)
+
+
+PUBLISHER = Publisher()
+
+
+def publish_on_commit(repository_id: int, message: Message) -> None:
+    """Push the event once the current transaction commits (never if it rolls back)."""
+    transaction.on_commit(lambda: PUBLISHER.put(repository_id, message))
+
+
+# ------------------------------------------------------------------------------ relaying
+
+
+class TooFarBehind(Exception):
+    """The subscriber's buffer overflowed: it was dropped, and resumes after :attr:`resume_id`."""
+
+    def __init__(self, resume_id: int) -> None:
+        super().__init__(f"too far behind; resume after {resume_id}")
+        self.resume_id = resume_id
+
+
+@dataclass(frozen=True)
+class Filter:
+    """Which events a subscriber wants: ``kinds`` (empty: all) and one ``stream`` (None: any)."""
+
+    kinds: frozenset[str] = frozenset()
+    stream: str | None = None
+
+    def __call__(self, message: Message) -> bool:
+        if self.kinds and message["event"] not in self.kinds:
+            return False
+        return self.stream is None or message["data"].get("stream") == self.stream
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One subscriber's place in one repository's events, with its bounded buffer.
+
+    ``after`` is the last event id it has passed (sent, or skipped by its filter). The relay
+    offers it events without waiting; when more than ``capacity`` wait unsent it is dropped,
+    and :meth:`next` raises :class:`TooFarBehind` once it has sent what its buffer held.
+    """
+
+    relay: Relay
+    repository_id: int
+    after: int
+    wants: Filter
+    capacity: int
+    buffer: deque[Message] = field(default_factory=deque)
+    dropped: bool = False
+    caught_up: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, messages: list[Message]) -> None:
+        """The relay's push (in the event loop; never blocks)."""
+        if self.dropped:
+            return
+        if len(self.buffer) + len(messages) > self.capacity:
+            self.dropped = True
+            self.relay.remove(self)
+        else:
+            self.buffer.extend(messages)
+        self.wake.set()
+
+    async def next(self, timeout_s: float) -> list[Message]:
+        """The next events this subscriber wants, in order; [] after ``timeout_s`` of silence."""
+        while True:
+            if not self.caught_up:  # resume: the outbox until it has nothing newer
+                rows = await _read(self.repository_id, self.after)
+                self.caught_up = len(rows) < BATCH
+                if rows:
+                    return self._pass(rows)
+                continue
+            if not self.buffer:
+                if self.dropped:
+                    raise TooFarBehind(self.after)
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout_s)
+                except TimeoutError:
+                    return []
+                continue
+            taken = list(self.buffer)
+            self.buffer.clear()
+            fresh = [message for message in taken if message["id"] > self.after]
+            if fresh and fresh[0]["id"] > self.after + 1:
+                # The relay's stream and ours differ (we started, or its push was late): the
+                # outbox up to there first, then the rest.
+                self.buffer.extendleft(reversed(fresh))
+                self.caught_up = False
+                continue
+            if fresh:
+                wanted = self._pass(fresh)
+                if wanted:
+                    return wanted
+
+    def encoded(self, message: Message, encode: Callable[[Message], Any]) -> Any:
+        """``encode(message)``, computed once per event and form in this process, however many
+        subscribers send it (the relay's subscribers share the message objects)."""
+        return self.relay.encoded(self.repository_id, message, encode)
+
+    def _pass(self, messages: list[Message]) -> list[Message]:
+        self.after = messages[-1]["id"]
+        return [message for message in messages if self.wants(message)]
+
+    def close(self) -> None:
+        """Leave the relay (the connection ended)."""
+        self.relay.remove(self)
+
+
+@dataclass(eq=False)
+class Topic:
+    """One repository's events in this process: its subscribers and the last id relayed."""
+
+    subscribers: set[Subscription] = field(default_factory=set)
+    #: The last id relayed to the subscribers, in order and without a gap; None until known.
+    last: int | None = None
+    #: Pushes that arrived while a gap was being filled, handled next, in arrival order.
+    waiting: list[list[Message]] = field(default_factory=list)
+    filling: bool = False
+
+
+class Relay:
+    """This process's relay (one per event loop): follows the repositories its subscribers
+    follow, and offers every event to each, in order, gaps filled from the outbox."""
+
+    def __init__(self, transport: Transport, capacity: int) -> None:
+        self.transport = transport
+        self.capacity = capacity
+        self.topics: dict[int, Topic] = {}
+        self._encoded: OrderedDict[tuple[int, int, Callable], Any] = OrderedDict()
+        self._listener: asyncio.Task | None = None
+
+    async def subscribe(self, repository_id: int, after: int, wants: Filter = Filter()) -> Subscription:
+        """A new subscriber to one repository, from after the id ``after``."""
+        if self._listener is None or self._listener.done():
+            self._listener = asyncio.ensure_future(self.transport.listen(self.deliver))
+            self._listener.add_done_callback(_log_end)
+        topic = self.topics.get(repository_id)
+        subscription = Subscription(self, repository_id, after, wants, self.capacity)
+        if topic is None:
+            topic = self.topics[repository_id] = Topic()
+            topic.subscribers.add(subscription)
+            await self.transport.follow(repository_id)
+        else:
+            topic.subscribers.add(subscription)
+        return subscription
+
+    #: Encoded events kept for the subscribers still to send them (most recent first to go).
+    ENCODED_KEPT = 4096
+
+    def encoded(self, repository_id: int, message: Message, encode: Callable[[Message], Any]) -> Any:
+        """The wire form ``encode`` makes of one event, made once per process."""
+        key = (repository_id, message["id"], encode)
+        found = self._encoded.get(key)
+        if found is None:
+            found = self._encoded[key] = encode(message)
+            if len(self._encoded) > self.ENCODED_KEPT:
+                self._encoded.popitem(last=False)
+        return found
+
+    def remove(self, subscription: Subscription) -> None:
+        topic = self.topics.get(subscription.repository_id)
+        if topic is None:
+            return
+        topic.subscribers.discard(subscription)
+        if not topic.subscribers and not topic.filling:
+            del self.topics[subscription.repository_id]
+            asyncio.ensure_future(self.transport.unfollow(subscription.repository_id))
+
+    def deliver(self, repository_id: int, messages: list[Message]) -> None:
+        """A push arrived (in the event loop)."""
+        topic = self.topics.get(repository_id)
+        if topic is None or not messages:
+            return
+        if topic.filling:
+            topic.waiting.append(messages)
+            return
+        messages.sort(key=lambda message: message["id"])
+        if topic.last is None:
+            # The first push this process hears for the repository: the relay starts here; a
+            # subscriber that resumes from further back reads the rest from the outbox itself.
+            topic.last = messages[0]["id"] - 1
+        fresh = [message for message in messages if message["id"] > topic.last]
+        if not fresh:
+            return
+        if fresh[0]["id"] > topic.last + 1 or any("data" not in message for message in fresh):
+            topic.filling = True
+            topic.waiting.insert(0, fresh)
+            asyncio.ensure_future(self._fill(repository_id, topic, fresh[-1]["id"]))
+            return
+        self._fan_out(topic, fresh)
+
+    async def _fill(self, repository_id: int, topic: Topic, through: int) -> None:
+        """Read the outbox from the last relayed id through ``through``, relay it, then the
+        pushes that arrived meanwhile."""
+        try:
+            while topic.last is not None and topic.last < through:
+                rows = await _read(repository_id, topic.last)
+                if not rows:
+                    break
+                self._fan_out(topic, rows)
+        except Exception:
+            logger.exception("filling a gap in repository %d's events", repository_id)
+        finally:
+            topic.filling = False
+            waiting, topic.waiting = topic.waiting, []
+            for messages in waiting:
+                self.deliver(repository_id, messages)
+            if not topic.subscribers and self.topics.get(repository_id) is topic and not topic.filling:
+                del self.topics[repository_id]
+                await self.transport.unfollow(repository_id)
+
+    def _fan_out(self, topic: Topic, messages: list[Message]) -> None:
+        messages = [message for message in messages if "data" in message]
+        if not messages:
+            return
+        topic.last = messages[-1]["id"]
+        metrics.observe_relayed(datetime.fromisoformat(message["data"]["created"]) for message in messages)
+        for subscription in list(topic.subscribers):
+            subscription.offer(messages)
+
+
+def _log_end(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("the event relay's listener stopped", exc_info=task.exception())
+
+
+async def _read(repository_id: int, after: int) -> list[Message]:
+    return await _read_sync(repository_id, after)
+
+
+@sync_to_async
+def _read_sync(repository_id: int, after: int) -> list[Message]:
+    try:
+        return [wire(event) for event in events_after(repository_id, after, BATCH)]
+    finally:
+        release_connection()
+
+
+def release_connection() -> None:
+    """Give this thread's database connection back (to the pool, with PostgreSQL). A feed's
+    request lives as long as its subscriber: holding a connection that long would let 20
+    idle subscribers exhaust the pool. Reading again opens one again."""
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+_relays: dict[asyncio.AbstractEventLoop, Relay] = {}
+
+
+def relay() -> Relay:
+    """This process's relay (made on first use, in the running event loop)."""
+    loop = asyncio.get_running_loop()
+    found = _relays.get(loop)
+    if found is None:
+        found = _relays[loop] = Relay(make_transport(), settings.AGENTGIT["EVENT_BUFFER"])
+    return found
+
+
+# ----------------------------------------------------------------------------- SSE streams
+# What the SSE feeds send (the API's, and the web UI's activity feed behind a session): from
+# this process's relay under ASGI, from the outbox polled under WSGI.
+
+POLL_S = 0.1
+KEEPALIVE_S = 15.0
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def encode(message: Message) -> bytes:
+    """One event in the SSE wire format."""
+    text = json.dumps(message["data"], separators=(",", ":"), default=str)
+    return f"id: {message['id']}\nevent: {message['event']}\ndata: {text}\n\n".encode()
+
+
+async def relayed(repository_id: int, after: int, wants: Filter, timeout_s: float) -> AsyncIterator[bytes]:
+    """The SSE stream under ASGI: from this process's relay until ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    subscription = await relay().subscribe(repository_id, after, wants)
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            messages = await subscription.next(min(KEEPALIVE_S, left))
+            if messages:
+                yield b"".join(subscription.encoded(message, encode) for message in messages)
+            elif deadline - time.monotonic() > 0:
+                yield KEEPALIVE
+    except TooFarBehind as behind:
+        yield f": too far behind; resume after {behind.resume_id}\n\n".encode()
+    finally:
+        subscription.close()
+
+
+def polled(repository_id: int, after: int, wants: Filter, timeout_s: float) -> Iterator[bytes]:
+    """The SSE stream under WSGI (and Django's test client), which has no event loop for a
+    relay: the outbox, read every ``POLL_S`` until ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while True:
+        rows = events_after(repository_id, after, BATCH)
+        messages = [wire(event) for event in rows]
+        if messages:
+            metrics.observe_relayed(event.created for event in rows)  # the poll is this feed's relay
+            after = messages[-1]["id"]
+            wanted = [message for message in messages if wants(message)]
+            if wanted:
+                quiet_since = time.monotonic()
+                yield b"".join(encode(message) for message in wanted)
+            continue
+        now = time.monotonic()
+        if now >= deadline:
+            return
+        if now - quiet_since >= KEEPALIVE_S:
+            quiet_since = now
+            yield KEEPALIVE
+        time.sleep(min(POLL_S, deadline - now))

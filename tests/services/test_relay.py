@@ -1,0 +1,102 @@
+"""The relay hands every subscriber each event once, in order, even when pushes are lost or
+late, and drops a subscriber that falls behind without delaying the others.
+
+The pushes are handed to :meth:`Relay.deliver` here as the transport would (its socket listens
+in a directory no publisher sends to), so a test chooses which pushes are lost and in which
+order the rest arrive; the events themselves are real committed outbox rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import transaction
+
+from repos.services.events import append_event, wire
+from repos.services.relay import Filter, Relay, SocketTransport, TooFarBehind
+from repos.services.repositories import create_repository
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def committed(repository, streams: list[str], kind: str = "stream.integrate") -> list[dict]:
+    """One committed event per stream name; their messages as the transport carries them."""
+    messages = []
+    for stream in streams:
+        with transaction.atomic():
+            messages.append(wire(append_event(repository, kind, {"stream": stream})))
+    return messages
+
+
+async def drain(subscription, until: int) -> list[int]:
+    ids: list[int] = []
+    while not ids or ids[-1] < until:
+        batch = await subscription.next(timeout_s=2)
+        assert batch, f"nothing more after {ids}"
+        ids += [message["id"] for message in batch]
+    return ids
+
+
+def test_lost_and_out_of_order_pushes_are_filled_from_the_outbox(tmp_path):
+    repository = create_repository("relayed")  # events 1 and 2
+
+    async def scenario() -> list[int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=100)
+        subscription = await relay.subscribe(repository.pk, after=0)
+        assert [m["id"] for m in await subscription.next(timeout_s=1)] == [1, 2]  # caught up
+        first = await asyncio.to_thread(committed, repository, ["a"])
+        relay.deliver(repository.pk, first)  # the relay starts at 3
+        later = await asyncio.to_thread(committed, repository, ["a", "b", "c", "d"])  # 4..7
+        relay.deliver(repository.pk, [later[2]])  # 6 arrives first: 4 and 5 read from the outbox
+        relay.deliver(repository.pk, [later[0], later[1]])  # late: already relayed
+        # 7's push is lost; the next push (8) shows the gap.
+        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["e"]))
+        ids = await drain(subscription, 8)
+        subscription.close()
+        return ids
+
+    assert asyncio.run(scenario()) == [3, 4, 5, 6, 7, 8]
+
+
+def test_a_subscriber_too_far_behind_is_dropped_with_its_resume_id_and_delays_no_one(tmp_path):
+    repository = create_repository("slow")
+
+    async def scenario() -> tuple[list[int], list[int], int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=5)
+        fast = await relay.subscribe(repository.pk, after=2)
+        slow = await relay.subscribe(repository.pk, after=2)
+        assert await slow.next(timeout_s=0.1) == []  # caught up, then it stops reading
+        seen_fast: list[int] = []
+        for stream in "abcdefgh":  # events 3..10, one push each; the slow one reads none
+            relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, [stream]))
+            seen_fast += [m["id"] for m in await fast.next(timeout_s=1)]
+        assert slow not in relay.topics[repository.pk].subscribers  # dropped, buffer kept
+        seen_slow: list[int] = []
+        with pytest.raises(TooFarBehind) as behind:
+            while True:
+                seen_slow += [m["id"] for m in await slow.next(timeout_s=1)]
+        return seen_fast, seen_slow, behind.value.resume_id
+
+    fast, slow, resume = asyncio.run(scenario())
+    assert fast == list(range(3, 11))
+    assert slow == [3, 4, 5, 6, 7] and resume == 7  # resuming after 7 misses nothing
+
+
+def test_filters_choose_kinds_and_a_stream_and_the_position_still_advances(tmp_path):
+    repository = create_repository("filtered")
+
+    async def scenario() -> tuple[list[int], int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=100)
+        wants = Filter(kinds=frozenset({"stream.integrate"}), stream="main")
+        subscription = await relay.subscribe(repository.pk, after=0, wants=wants)
+        messages = await asyncio.to_thread(committed, repository, ["main", "side", "main"])  # 3, 4, 5
+        messages += await asyncio.to_thread(committed, repository, ["main"], "proposal.opened")  # 6
+        messages += await asyncio.to_thread(committed, repository, ["main"])  # 7
+        relay.deliver(repository.pk, messages)
+        ids = [m["id"] for m in await subscription.next(timeout_s=1)]
+        ids += [m["id"] for m in await subscription.next(timeout_s=1)]
+        return ids, subscription.after
+
+    ids, after = asyncio.run(scenario())
+    assert ids == [3, 5, 7] and after == 7
