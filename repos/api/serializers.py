@@ -65,7 +65,7 @@ class ChangesetSerializer(serializers.Serializer):
 class ConflictSerializer(serializers.Serializer):
     path = serializers.CharField()
     kind = serializers.CharField(
-        help_text="content, rename/rename, rename/delete, modify/delete, add/add, mode, binary"
+        help_text="content, rename/rename, rename/delete, modify/delete, add/add, mode, binary, file/directory"
     )
     old_path = serializers.CharField(required=False)
 
@@ -112,6 +112,14 @@ class OutcomeSerializer(serializers.Serializer):
     changeset = serializers.CharField(allow_null=True, help_text="The changeset the stream moved to; null on conflict.")
     stream_head = serializers.CharField(allow_null=True, help_text="The head afterwards (unchanged on conflict).")
     conflicts = ConflictSerializer(many=True)
+    resolved = serializers.ListField(
+        child=inline_serializer("ResolvedByRule", {"path": serializers.CharField(), "rule": serializers.CharField()}),
+        help_text="Paths a resolver rule merged (union, ours, theirs); never silently.",
+    )
+    package = serializers.CharField(required=False, help_text="On conflict: the URL of the conflict package.")
+    resolution = serializers.CharField(
+        required=False, help_text="After a resolve call: the merge changeset built from the resolutions."
+    )
     operation = serializers.IntegerField()
     proposal = serializers.IntegerField()
 
@@ -248,7 +256,14 @@ ChangesetOperation = inline_serializer(
 ChangesetCreate = inline_serializer(
     "ChangesetCreate",
     {
-        "parent": serializers.CharField(allow_null=True, help_text="A revision, or null for a root changeset."),
+        "parent": serializers.CharField(
+            required=False, allow_null=True, help_text="A revision, or null for a root changeset."
+        ),
+        "parents": serializers.ListField(
+            child=serializers.CharField(),
+            required=False,
+            help_text="Instead of parent: several revisions (a merge); the operations apply to the first.",
+        ),
         "message": serializers.CharField(required=False, allow_blank=True),
         "operations": serializers.ListField(child=ChangesetOperation),
         "provenance": serializers.DictField(required=False, help_text='{"agent", "task", …}'),

@@ -20,6 +20,13 @@ from .errors import error_from_dict
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
 
+#: The ``?wait=`` parameter of the endpoints that integrate (integrate, resolve).
+WAIT_PARAMETER = OpenApiParameter(
+    "wait",
+    float,
+    description=f"Seconds to wait for the outcome (default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
+)
+
 
 @extend_schema(tags=["repositories"])
 class ReposView(ApiView):
@@ -71,9 +78,18 @@ class StreamsView(ApiView):
 
 @extend_schema(tags=["streams"])
 class StreamView(ApiView):
+    scopes = {"DELETE": "admin"}
+
     @extend_schema(responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
         return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
+
+    @extend_schema(responses={204: None, **s.errors(400, 404)})
+    def delete(self, request, repo, stream):
+        """Delete a stream (scope ``admin``; the default stream is refused) with its proposals;
+        its changesets stay readable by id."""
+        integration.delete_stream(repository(repo), stream)
+        return Response(status=204)
 
 
 @extend_schema(tags=["proposals"])
@@ -121,14 +137,7 @@ class IntegrateView(ApiView):
 
     @extend_schema(
         request=s.EmptyBody,
-        parameters=[
-            OpenApiParameter(
-                "wait",
-                float,
-                description="Seconds to wait for the outcome "
-                f"(default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
-            )
-        ],
+        parameters=[WAIT_PARAMETER],
         responses={
             200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
             202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
@@ -138,22 +147,31 @@ class IntegrateView(ApiView):
     def post(self, request, repo, proposal_id):
         """Integrate the proposal (scope ``integrate``); asking again answers the first outcome."""
         json_body(request)  # nothing in it is read, but it must be JSON
-        default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
-        wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        wait = integrate_wait(request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
-        operation = integration.wait_for(integration.request_integration(proposal), wait)
-        return operation_answer(operation)
+        return operation_answer(integration.wait_for(integration.request_integration(proposal), wait))
+
+
+def integrate_wait(request) -> float:
+    """How long to wait for an integration's outcome: ``?wait=``, read before anything is done."""
+    default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
+    return query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
 
 
 def operation_answer(operation: Operation) -> Response:
-    """The integrate endpoint's answer: the outcome (200), a pending operation (202), or its error."""
+    """The integrate endpoint's answer: the outcome (200), a pending operation (202), or its error.
+
+    A conflict's outcome links to the proposal's conflict package (``"package"``)."""
     if operation.state == Operation.State.QUEUED:
         location = reverse("api:operation", args=[operation.repository.name, operation.pk])
         body = {"operation": operation.pk, "state": operation.state}
         return Response(body, status=202, headers={"Location": location})
     if operation.state == Operation.State.FAILED:
         raise error_from_dict(operation.error or {})
-    return Response(operation.outcome)
+    outcome = dict(operation.outcome or {})
+    if outcome.get("outcome") == "conflict":
+        outcome["package"] = reverse("api:proposal-conflicts", args=[operation.repository.name, operation.proposal_id])
+    return Response(outcome)
 
 
 @extend_schema(tags=["proposals"])

@@ -106,11 +106,12 @@ class BlobView(ApiView):
 class ChangesetsView(ApiView):
     @extend_schema(request=s.ChangesetCreate, responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)})
     def post(self, request, repo):
-        """Write a changeset from a parent and operations; nothing is written if anything is refused."""
+        """Write a changeset from a parent (or ``parents``: a merge) and operations; nothing is
+        written if anything is refused."""
         body = json_body(request)
         changeset = content.create_changeset(
             repository(repo),
-            parent=body.get("parent"),
+            parent=content.parents_of(body),
             operations=body.get("operations"),
             message=body.get("message", ""),
             provenance={} if body.get("provenance") is None else body["provenance"],

@@ -13,8 +13,13 @@ from ..models import Event, Repository
 
 STREAM_CREATED = "stream.created"
 STREAM_INTEGRATE = "stream.integrate"
+STREAM_DELETED = "stream.deleted"
 PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
+PROPOSAL_REVISED = "proposal.revised"
+PROPOSAL_CLOSED = "proposal.closed"
+PROPOSAL_REOPENED = "proposal.reopened"
+PROPOSAL_RESOLVED = "proposal.resolved"
 REPOSITORY_CREATED = "repository.created"
 
 

@@ -1,0 +1,82 @@
+"""The answers and bodies of a proposal's conflict endpoints and of resolver rules, as DRF
+serializers (they shape the JSON and document it; the services validate the bodies)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .serializers import ConflictSerializer
+
+
+class VersionSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Where this side has the file (for a rename: base is its source).")
+    mode = serializers.CharField(help_text="Octal, as git writes it: 100644, 100755, 120000.")
+    blob = serializers.CharField(help_text="The blob id of this side's content.")
+
+
+class ConflictDetailSerializer(ConflictSerializer):
+    base = VersionSerializer(required=False, help_text="Absent for a path the base did not have.")
+    ours = VersionSerializer(required=False, help_text="The stream's side; absent where it deleted the file.")
+    theirs = VersionSerializer(required=False, help_text="The proposal's side; absent where it deleted the file.")
+    marked = serializers.CharField(
+        required=False,
+        help_text="Text conflicts: the blob id of the file with diff3 conflict markers "
+        "(what `git merge-file --diff3` writes), labelled stream, base and proposal.",
+    )
+
+
+class ConflictPackageSerializer(serializers.Serializer):
+    proposal = serializers.IntegerField()
+    head = serializers.CharField(help_text="The proposal head that was merged.")
+    stream_head = serializers.CharField(allow_null=True, help_text="The stream head it was merged against.")
+    conflicts = ConflictDetailSerializer(many=True)
+
+
+class RevisionSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    head = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["opened", "revised", "resolved"])
+    outcome = serializers.JSONField(allow_null=True, help_text="This revision's integration outcome, if any.")
+    created = serializers.DateTimeField()
+
+
+class RevisionListSerializer(serializers.Serializer):
+    revisions = RevisionSerializer(many=True)
+
+
+class ResolverSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    pattern = serializers.CharField()
+    rule = serializers.ChoiceField(choices=["union", "ours", "theirs"])
+    created = serializers.DateTimeField()
+
+
+class ResolverListSerializer(serializers.Serializer):
+    resolvers = ResolverSerializer(many=True)
+
+
+class _Strict(serializers.Serializer):
+    """A request body: unknown fields are refused (the service names them in a 400 ``invalid``)."""
+
+
+class ResolutionItem(_Strict):
+    path = serializers.CharField()
+    content = serializers.CharField(required=False, allow_blank=True, help_text="The resolved text (utf-8) …")
+    blob = serializers.CharField(required=False, help_text="… or an uploaded blob id …")
+    delete = serializers.BooleanField(required=False, help_text="… or true: the path is removed.")
+
+
+class ResolveRequest(_Strict):
+    stream_head = serializers.CharField(help_text="The stream head the conflicts were resolved against.")
+    resolutions = ResolutionItem(many=True)
+    message = serializers.CharField(required=False)
+    provenance = serializers.DictField(required=False, help_text='{"agent", …}: who resolved')
+
+
+class RevisionCreate(_Strict):
+    head = serializers.CharField(help_text="A revision: the proposal's new head.")
+
+
+class ResolverCreate(_Strict):
+    pattern = serializers.CharField(help_text="A glob: without '/' it matches the file name at any depth.")
+    rule = serializers.ChoiceField(choices=["union", "ours", "theirs"])

@@ -1,0 +1,129 @@
+"""A proposal's conflicts and what an agent does about them (API.md, "Proposals and integration",
+second table): the conflict package, resolving in one call, revisions, closing and reopening;
+and the repository's server-side resolver rules."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.response import Response
+
+from ..errors import Invalid
+from ..services import integration, proposals, resolution
+from . import serializers as s
+from . import serializers_proposals as sp
+from .base import ApiView, json_body, repository
+from .views import WAIT_PARAMETER, integrate_wait, operation_answer
+
+
+def _no_fields(body: dict) -> None:
+    """Refuse a body's fields (these endpoints take none, or only those already read)."""
+    if body:
+        names = sorted(body)
+        raise Invalid(f"unknown field(s): {', '.join(names)}", details=[{"field": name} for name in names])
+
+
+@extend_schema(tags=["proposals"])
+class ConflictsView(ApiView):
+    @extend_schema(responses={200: sp.ConflictPackageSerializer, **s.errors(404)})
+    def get(self, request, repo, proposal_id):
+        """The conflict package: per conflicting path its kind, base/ours/theirs (ours is the
+        stream, theirs the proposal) and, for text, a blob with diff3 conflict markers."""
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        stream_head, details = proposals.conflicts_of(proposal)
+        body = {
+            "proposal": proposal.pk,
+            "head": proposal.head,
+            "stream_head": stream_head,
+            "conflicts": [detail.as_dict() for detail in details],
+        }
+        return Response(body)
+
+
+@extend_schema(tags=["proposals"])
+class ResolveView(ApiView):
+    scopes = {"POST": "integrate"}
+
+    @extend_schema(
+        request=sp.ResolveRequest,
+        parameters=[WAIT_PARAMETER],
+        responses={
+            200: OpenApiResponse(s.OutcomeSerializer, description="merge, or conflict (a new package)"),
+            202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
+            **s.errors(400, 404, 409, 503),
+        },
+    )
+    def post(self, request, repo, proposal_id):
+        """Resolve the proposal's conflicts in one call: the server builds the merge on
+        ``stream_head`` with the resolutions and lands it (scope ``integrate``)."""
+        body, wait = json_body(request), integrate_wait(request)
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        operation = resolution.resolve(proposal, body, credential=request.auth)
+        return operation_answer(integration.wait_for(operation, wait))
+
+
+@extend_schema(tags=["proposals"])
+class RevisionsView(ApiView):
+    @extend_schema(responses={200: sp.RevisionListSerializer, **s.errors(404)})
+    def get(self, request, repo, proposal_id):
+        """Every revision of the proposal, oldest first, each with its integration outcome."""
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        return Response({"revisions": sp.RevisionSerializer(proposals.revisions(proposal), many=True).data})
+
+    @extend_schema(request=sp.RevisionCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    def post(self, request, repo, proposal_id):
+        """Give the proposal a new head (its next revision); integrating integrates the latest."""
+        body = json_body(request)
+        _no_fields({key: value for key, value in body.items() if key != "head"})
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        revised = proposals.revise(proposal, body.get("head"), credential=request.auth)
+        return Response(s.ProposalSerializer(revised).data, status=201)
+
+
+@extend_schema(tags=["proposals"])
+class CloseView(ApiView):
+    @extend_schema(request=s.EmptyBody, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    def post(self, request, repo, proposal_id):
+        """Close the proposal: it is never integrated while closed."""
+        _no_fields(json_body(request))
+        return Response(
+            s.ProposalSerializer(proposals.close(proposals.get_proposal(repository(repo), proposal_id))).data
+        )
+
+
+@extend_schema(tags=["proposals"])
+class ReopenView(ApiView):
+    @extend_schema(request=s.EmptyBody, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    def post(self, request, repo, proposal_id):
+        """Reopen a closed proposal."""
+        _no_fields(json_body(request))
+        proposal = proposals.get_proposal(repository(repo), proposal_id)
+        return Response(s.ProposalSerializer(proposals.reopen(proposal)).data)
+
+
+@extend_schema(tags=["resolvers"])
+class ResolversView(ApiView):
+    scopes = {"POST": "admin"}
+
+    @extend_schema(responses={200: sp.ResolverListSerializer, **s.errors(404)})
+    def get(self, request, repo):
+        """The repository's resolver rules, in the order they are tried."""
+        rules = resolution.list_rules(repository(repo))
+        return Response({"resolvers": sp.ResolverSerializer(rules, many=True).data})
+
+    @extend_schema(request=sp.ResolverCreate, responses={201: sp.ResolverSerializer, **s.errors(400, 404)})
+    def post(self, request, repo):
+        """Add a rule (scope ``admin``): paths matching ``pattern`` merge conflicting content by
+        ``rule`` (union, ours, theirs) before anything is reported as a conflict."""
+        rule = resolution.add_rule(repository(repo), json_body(request))
+        return Response(sp.ResolverSerializer(rule).data, status=201)
+
+
+@extend_schema(tags=["resolvers"])
+class ResolverView(ApiView):
+    scopes = {"DELETE": "admin"}
+
+    @extend_schema(responses={204: None, **s.errors(404)})
+    def delete(self, request, repo, rule_id):
+        """Remove a resolver rule (scope ``admin``)."""
+        resolution.delete_rule(repository(repo), rule_id)
+        return Response(status=204)
