@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, history_bench, report
+from . import candidates, cycle, engine_bench, history_bench, landing, report
 
 #: Where a suite reports what it is doing (the command's stderr).
 Log = Callable[[str], None]
@@ -251,6 +251,43 @@ def _history_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, history_bench.history_json(run), table)
 
 
+# ------------------------------------------------------------------------------ landing
+
+
+def _landing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agents", type=positive, default=50, help="concurrent agents (default: %(default)s)")
+    parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
+    parser.add_argument(
+        "--conflict-every",
+        type=positive,
+        default=5,
+        help="one change in N is a planned conflict (default: %(default)s, 20 %%)",
+    )
+    parser.add_argument("--server-workers", type=positive, default=1, help="uvicorn --workers (default: %(default)s)")
+    parser.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
+    parser.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
+
+
+def _landing_run(options: dict[str, Any], log: Log) -> Results:
+    if options["url"] and not options["token"]:
+        raise BenchmarkFailed("--url needs --token")
+    log(
+        f"landing: {options['agents']} agents x {options['changes']} changes, one in {options['conflict_every']} conflicting"
+    )
+    with _progress("change", options["agents"] * options["changes"]) as bar:
+        data = landing.run_landing_benchmark(
+            agents=options["agents"],
+            changes=options["changes"],
+            conflict_every=options["conflict_every"],
+            server_workers=options["server_workers"],
+            url=options["url"],
+            token=options["token"] or "",
+            on_change=lambda change: bar.update(1),
+        )
+    table = landing.format_landing(data)
+    return Results(table, data, table, "\n".join(data["failures"]))
+
+
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
 SUITES: dict[str, Suite] = {
     suite.name: suite
@@ -278,6 +315,12 @@ SUITES: dict[str, Suite] = {
             "log and ancestry reads over long histories, with and without the derived data",
             _history_arguments,
             _history_run,
+        ),
+        Suite(
+            "landing",
+            "agents landing on one stream with planned conflicts, each resolved in one call (issue 11)",
+            _landing_arguments,
+            _landing_run,
         ),
     )
 }
