@@ -208,3 +208,17 @@ def _events(api) -> list[dict]:
     return [
         {"kind": e.kind, "payload": e.payload} for e in Event.objects.filter(repository__name=api.repo).order_by("seq")
     ]
+
+
+def test_resolver_rules_are_added_in_django_admin(client, django_user_model):
+    from repos.models import Repository, ResolverRule
+    from repos.services.repositories import create_repository
+
+    create_repository("demo")
+    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "pw"))
+    body = {"repository": Repository.objects.get(name="demo").pk, "pattern": "*.lock", "rule": "theirs"}
+    answer = client.post("/admin/repos/resolverrule/add/", body)
+    assert answer.status_code == 302, answer.content[:2000]
+    assert list(ResolverRule.objects.values_list("pattern", "rule")) == [("*.lock", "theirs")]
+    refused = client.post("/admin/repos/resolverrule/add/", {**body, "rule": "mine"})
+    assert refused.status_code == 200 and ResolverRule.objects.count() == 1
