@@ -105,7 +105,9 @@ def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str) 
         head = client.write(repo, stale_base, {SHARED: text}, f"agent {change.agent} planned conflict")
     else:
         parent = client.head(repo)
-        files = {f"agents/{change.agent:02d}/{change.index}.txt": f"agent {change.agent} change {change.index}\n"}
+        files: dict[str, str | None] = {
+            f"agents/{change.agent:02d}/{change.index}.txt": f"agent {change.agent} change {change.index}\n"
+        }
         head = client.write(repo, parent, files, f"agent {change.agent} change {change.index}")
     proposal = client.open_proposal(repo, head)["id"]
     response = client.integrate_raw(repo, proposal, wait=60)

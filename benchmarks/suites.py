@@ -275,6 +275,10 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
         f"landing: {options['agents']} agents x {options['changes']} changes, one in {options['conflict_every']} conflicting"
     )
     with _progress("change", options["agents"] * options["changes"]) as bar:
+
+        def on_change(change: landing.Change) -> None:
+            bar.update(1)
+
         data = landing.run_landing_benchmark(
             agents=options["agents"],
             changes=options["changes"],
@@ -282,7 +286,7 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
             server_workers=options["server_workers"],
             url=options["url"],
             token=options["token"] or "",
-            on_change=lambda change: bar.update(1),
+            on_change=on_change,
         )
     table = landing.format_landing(data)
     return Results(table, data, table, "\n".join(data["failures"]))

@@ -55,8 +55,8 @@ class ConflictDetail:
     conflict: Conflict
     marked: ObjectId | None
 
-    def as_dict(self) -> dict:
-        data: dict = self.conflict.as_dict()
+    def as_dict(self) -> dict[str, object]:
+        data: dict[str, object] = dict(self.conflict.as_dict())
         for side in ("base", "ours", "theirs"):
             version = getattr(self.conflict, side)
             if version is not None:

@@ -173,8 +173,13 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         # that had bumped the repository's event_seq: a deadlock on PostgreSQL. Landers of one
         # stream still take turns (NO KEY UPDATE conflicts with itself).
         stream = (
-            Stream.objects.select_for_update(of=("self",), no_key=True).select_related("repository").get(pk=stream_id)
+            Stream.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("repository")
+            .filter(pk=stream_id)
+            .first()
         )
+        if stream is None:
+            return 0  # deleted (with its queued operations) since the landing was asked for
         operations = list(
             Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
             .select_related("proposal")

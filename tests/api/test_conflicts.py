@@ -222,3 +222,9 @@ def test_resolver_rules_are_added_in_django_admin(client, django_user_model):
     assert list(ResolverRule.objects.values_list("pattern", "rule")) == [("*.lock", "theirs")]
     refused = client.post("/admin/repos/resolverrule/add/", {**body, "rule": "mine"})
     assert refused.status_code == 200 and ResolverRule.objects.count() == 1
+
+
+def test_landing_a_deleted_stream_lands_nothing():
+    from repos.services.integration import land_stream
+
+    assert land_stream(10**9) == 0
