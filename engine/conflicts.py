@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import merge3
-
 from .integrate import merge_heads
-from .merge import _FORMAT_MASK, _PATIENCE, _REGULAR, ADD_ADD, CONTENT, Conflict, Rule, Version, _terminated
-from .objects import BLOB, ObjectId, is_binary, split_lines
+from .merge import _FORMAT_MASK, _REGULAR, ADD_ADD, CONTENT, Conflict, Rule, Version, merge_text
+from .objects import BLOB, ObjectId, is_binary
 from .store import ObjectBatch, ObjectStore
 
 #: The marker labels: the stream's side, the merge base, the proposal's side.
@@ -26,26 +24,8 @@ LABELS = ("stream", "base", "proposal")
 def diff3_markers(base: bytes, ours: bytes, theirs: bytes, labels: tuple[str, str, str] = LABELS) -> bytes:
     """The three-way merge of a text with every conflicting region in diff3 style:
     ``<<<<<<< ours`` … ``||||||| base`` … ``=======`` … ``>>>>>>> theirs``."""
-    m3 = merge3.Merge3(split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=_PATIENCE)
-    ours_label, base_label, theirs_label = (label.encode() for label in labels)
-    out: list[bytes] = []
-    for region in m3.merge_regions():
-        if region[0] == "unchanged":
-            out.extend(m3.base[region[1] : region[2]])
-        elif region[0] in ("a", "same"):
-            out.extend(m3.a[region[1] : region[2]])
-        elif region[0] == "b":
-            out.extend(m3.b[region[1] : region[2]])
-        elif len(region) == 7:
-            _, base_start, base_end, a_start, a_end, b_start, b_end = region
-            out.append(b"<<<<<<< " + ours_label + b"\n")
-            out.extend(_terminated(m3.a[a_start:a_end]))
-            out.append(b"||||||| " + base_label + b"\n")
-            out.extend(_terminated(m3.base[base_start:base_end]))
-            out.append(b"=======\n")
-            out.extend(_terminated(m3.b[b_start:b_end]))
-            out.append(b">>>>>>> " + theirs_label + b"\n")
-    return b"".join(out)
+    ours_label, base_label, theirs_label = labels
+    return merge_text(base, ours, theirs, labels=(ours_label, theirs_label), base_label=base_label).content
 
 
 @dataclass(frozen=True)

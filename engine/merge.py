@@ -150,10 +150,17 @@ _PATIENCE = cast("type[merge3.SequenceMatcherProtocol[bytes]]", patiencediff.Pat
 
 
 def merge_text(
-    base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs"), union: bool = False
+    base: bytes,
+    ours: bytes,
+    theirs: bytes,
+    *,
+    labels: tuple[str, str] = ("ours", "theirs"),
+    base_label: str | None = None,
+    union: bool = False,
 ) -> TextMerge:
-    """Line-level three-way merge. Conflicting regions get git-style markers in ``content``;
-    with ``union`` they get both sides' lines instead, ours first (git's ``merge=union``)."""
+    """Line-level three-way merge. Conflicting regions get git-style markers in ``content``, with
+    the base's lines too (diff3 style) when ``base_label`` is given; with ``union`` they get both
+    sides' lines instead, ours first (git's ``merge=union``)."""
     m3 = merge3.Merge3(split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=_PATIENCE)
     out: list[bytes] = []
     conflicted = False
@@ -166,13 +173,16 @@ def merge_text(
             out.extend(m3.b[region[1] : region[2]])
         elif len(region) == 7:  # ("conflict", base_start, base_end, a_start, a_end, b_start, b_end)
             conflicted = True
-            _, _, _, a_start, a_end, b_start, b_end = region
+            _, base_start, base_end, a_start, a_end, b_start, b_end = region
             if union:
                 out.extend(_terminated(m3.a[a_start:a_end]))
                 out.extend(m3.b[b_start:b_end])
                 continue
             out.append(b"<<<<<<< " + labels[0].encode() + b"\n")
             out.extend(_terminated(m3.a[a_start:a_end]))
+            if base_label is not None:
+                out.append(b"||||||| " + base_label.encode() + b"\n")
+                out.extend(_terminated(m3.base[base_start:base_end]))
             out.append(b"=======\n")
             out.extend(_terminated(m3.b[b_start:b_end]))
             out.append(b">>>>>>> " + labels[1].encode() + b"\n")

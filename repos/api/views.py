@@ -20,6 +20,16 @@ from .errors import error_from_dict
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
 
+
+def integration_responses(outcomes: str) -> dict:
+    """The schema answers of an endpoint that integrates: the outcome, a pending operation, errors."""
+    return {
+        200: OpenApiResponse(s.OutcomeSerializer, description=outcomes),
+        202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
+        **s.errors(400, 404, 409, 503),
+    }
+
+
 #: The ``?wait=`` parameter of the endpoints that integrate (integrate, resolve).
 WAIT_PARAMETER = OpenApiParameter(
     "wait",
@@ -138,11 +148,7 @@ class IntegrateView(ApiView):
     @extend_schema(
         request=s.EmptyBody,
         parameters=[WAIT_PARAMETER],
-        responses={
-            200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
-            202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
-            **s.errors(400, 404, 409, 503),
-        },
+        responses=integration_responses("fast_forward, merge, conflict, already_integrated"),
     )
     def post(self, request, repo, proposal_id):
         """Integrate the proposal (scope ``integrate``); asking again answers the first outcome."""

@@ -4,7 +4,7 @@ and the repository's server-side resolver rules."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
 from ..errors import Invalid
@@ -12,7 +12,7 @@ from ..services import integration, proposals, resolution
 from . import serializers as s
 from . import serializers_proposals as sp
 from .base import ApiView, json_body, repository
-from .views import WAIT_PARAMETER, integrate_wait, operation_answer
+from .views import WAIT_PARAMETER, integrate_wait, integration_responses, operation_answer
 
 
 def _no_fields(body: dict) -> None:
@@ -46,15 +46,13 @@ class ResolveView(ApiView):
     @extend_schema(
         request=sp.ResolveRequest,
         parameters=[WAIT_PARAMETER],
-        responses={
-            200: OpenApiResponse(s.OutcomeSerializer, description="merge, or conflict (a new package)"),
-            202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
-            **s.errors(400, 404, 409, 503),
-        },
+        responses=integration_responses("merge, or conflict (a new package)"),
     )
     def post(self, request, repo, proposal_id):
         """Resolve the proposal's conflicts in one call: the server builds the merge on
         ``stream_head`` with the resolutions and lands it (scope ``integrate``)."""
+        # Idempotency-Key (API.md): resolve is one of the creating POSTs a retried key answers
+        # once; the idempotency layer (issue 12, with .../land) wraps this view as it does integrate.
         body, wait = json_body(request), integrate_wait(request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
         operation = resolution.resolve(proposal, body, credential=request.auth)
