@@ -74,7 +74,11 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
         details = [{"path": p, "code": "invalid", "message": "conflicting path without a resolution"} for p in missing]
         details += [{"path": p, "code": "invalid", "message": "not a conflicting path"} for p in extra]
         raise Invalid("resolve each conflicting path, and only those", details=details)
-    changes: dict[str, Entry | None] = {}
+    # A rename's source that is not itself a conflicting path is gone on both sides (renamed
+    # away on one, renamed or deleted on the other), whatever our side's tree kept of it.
+    changes: dict[str, Entry | None] = {
+        c.old_path: None for c in merged.conflicts if c.old_path is not None and c.old_path not in wanted
+    }
     for path, blob in wanted.items():
         if blob is not None and not batch.contains(blob):
             raise Invalid(f"blob {blob} (the resolution of {path}) is missing: upload it first")

@@ -228,3 +228,18 @@ def test_landing_a_deleted_stream_lands_nothing():
     from repos.services.integration import land_stream
 
     assert land_stream(10**9) == 0
+
+
+def test_a_rename_delete_conflict_is_resolved_by_the_path_the_rename_made(api):
+    base = api.write(None, {"f.txt": lines(5)})
+    api.land(base)
+    renamed = api.commit(base, [{"op": "rename", "from": "f.txt", "to": "g.txt"}])
+    api.land(renamed)
+    proposal = api.propose(api.commit(base, [{"op": "delete", "path": "f.txt"}]))
+    outcome = api.integrate(proposal).json()
+    assert outcome["conflicts"] == [{"path": "g.txt", "kind": "rename/delete", "old_path": "f.txt"}]
+    (conflict,) = api.get(f"/proposals/{proposal}/conflicts").json()["conflicts"]
+    assert (conflict["base"]["path"], conflict["ours"]["path"], "theirs" in conflict) == ("f.txt", "g.txt", False)
+    body = {"stream_head": outcome["stream_head"], "resolutions": [{"path": "g.txt", "delete": True}]}
+    assert api.post(f"/proposals/{proposal}/resolve", body).json()["outcome"] == "merge"
+    assert api.get("/tree/main").json()["entries"] == []
