@@ -148,7 +148,7 @@ def create_changeset(
             raise Invalid("parents names one changeset twice")
     else:
         parent_ids = [resolve_rev(repository, parent)] if parent is not None else []
-    author = _author(provenance, credential)
+    author = author_signature(provenance, credential)
     store = store_for(repository.name)
     try:
         commit_id = engine_changeset.create_changeset(
@@ -201,7 +201,9 @@ def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     )
 
 
-def _author(provenance: dict, credential: Credential | None) -> Signature:
+def author_signature(provenance: dict, credential: Credential | None) -> Signature:
+    """Who wrote a changeset, as git records it: the provenance's agent (else the credential's
+    user) and the user's e-mail address, now."""
     user = credential.user if credential is not None else None
     agent = provenance.get("agent")
     name = agent if isinstance(agent, str) and agent else (user.get_username() if user else "agentgit")

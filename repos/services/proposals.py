@@ -97,7 +97,7 @@ def revise(proposal: Proposal, head: object, *, credential: Credential | None = 
         raise Invalid("head is a revision (a changeset id or a stream name)")
     head_id = resolve_rev(proposal.repository, head)
     with transaction.atomic():
-        locked = _locked(proposal)
+        locked = lock_proposal(proposal)
         revision = add_revision(locked, head_id, credential=credential)
         payload = {"proposal": locked.pk, "stream": locked.stream.name, "head": head_id, "revision": revision.number}
         append_event(locked.repository, PROPOSAL_REVISED, payload)
@@ -116,7 +116,7 @@ def reopen(proposal: Proposal) -> Proposal:
 
 def _set_open(proposal: Proposal, *, closing: bool) -> Proposal:
     with transaction.atomic():
-        locked = _locked(proposal)
+        locked = lock_proposal(proposal)
         if locked.state == Proposal.State.INTEGRATED:
             raise Invalid(f"proposal {locked.pk} is integrated: it can be neither closed nor reopened")
         if closing == (locked.state == Proposal.State.CLOSED):
@@ -130,7 +130,7 @@ def _set_open(proposal: Proposal, *, closing: bool) -> Proposal:
     return locked
 
 
-def _locked(proposal: Proposal) -> Proposal:
+def lock_proposal(proposal: Proposal) -> Proposal:
     """The proposal's row, locked until the transaction ends (revisions are numbered under it)."""
     return Proposal.objects.select_for_update(of=("self",)).select_related("repository", "stream").get(pk=proposal.pk)
 

@@ -13,21 +13,20 @@ conflict package.
 
 from __future__ import annotations
 
-import time
-
 from django.db import IntegrityError, transaction
 
 from engine import graph
 from engine.changeset import apply_changes
 from engine.errors import EngineError
 from engine.integrate import merge_heads
-from engine.merge import RULES, Conflict
-from engine.objects import BLOB, MODE_FILE, Commit, Entry, ObjectId, Signature, check_object_id, hash_object
-from engine.store import ObjectBatch
+from engine.merge import RULES, Conflict, TreeMerge
+from engine.objects import BLOB, MODE_FILE, Commit, Entry, ObjectId, check_object_id, hash_object
+from engine.store import ObjectBatch, ObjectStore
 
 from ..errors import AlreadyExists, Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule
 from . import proposals
+from .content import author_signature
 from .events import PROPOSAL_RESOLVED, append_event
 from .integration import closed_refusal, request_integration, resolver_rules
 from .repositories import resolve_rev
@@ -61,9 +60,45 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
     wanted, contents = _parse_resolutions(body.get("resolutions"))
 
     batch = ObjectBatch(store)  # the resolutions' contents and the merge, written at once
+    tree, merged = _resolved_tree(store, batch, base, proposal, wanted, contents)
+    by = _who(provenance, credential)
+    resolved = [{"path": path, "by": by} for path in sorted(wanted)]
+    resolved += [item.as_dict() for item in merged.resolved]
+    merge_id = batch.add_commit(
+        Commit(tree, (base, proposal.head), author_signature(provenance, credential), server_signature(), message)
+    )
+    batch.flush()
+    with transaction.atomic():
+        locked = proposals.lock_proposal(proposal)
+        if locked.head != proposal.head:
+            raise Invalid(f"proposal {proposal.pk} got a new revision meanwhile: resolve its conflicts again")
+        _record_changeset(repository, merge_id, (base, proposal.head), tree, message, provenance, resolved, credential)
+        revision = proposals.add_revision(locked, merge_id, kind=ProposalRevision.Kind.RESOLVED, credential=credential)
+        payload = {
+            "proposal": locked.pk,
+            "stream": locked.stream.name,
+            "head": merge_id,
+            "revision": revision.number,
+            "resolved": resolved,
+        }
+        append_event(repository, PROPOSAL_RESOLVED, payload)
+    return request_integration(locked)
+
+
+def _resolved_tree(
+    store: ObjectStore,
+    batch: ObjectBatch,
+    base: ObjectId,
+    proposal: Proposal,
+    wanted: dict[str, ObjectId | None],
+    contents: list[bytes],
+) -> tuple[ObjectId, TreeMerge]:
+    """The merge of the proposal into ``base`` with every conflicting path replaced by its
+    resolution (objects in ``batch``), and the merge's own result (its conflicts, what rules
+    resolved). Refused when the resolutions are not exactly the conflicting paths."""
     for data in contents:
         batch.add(BLOB, data)
-    rules = resolver_rules(repository)
+    rules = resolver_rules(proposal.repository)
     merged = merge_heads(store, batch, base, proposal.head, rules=rules)
     if merged.clean:
         raise Invalid(f"proposal {proposal.pk} merges into {base} without conflicts: integrate it instead")
@@ -90,28 +125,7 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
         tree = apply_changes(batch, favored.tree, changes)
     except EngineError as error:
         raise from_engine(error, missing=Invalid) from None
-    by = _who(provenance, credential)
-    resolved = [{"path": path, "by": by} for path in sorted(wanted)]
-    resolved += [item.as_dict() for item in merged.resolved]
-    merge_id = batch.add_commit(
-        Commit(tree, (base, proposal.head), _signature(by, credential), server_signature(), message)
-    )
-    batch.flush()
-    with transaction.atomic():
-        locked = proposals._locked(proposal)
-        if locked.head != proposal.head:
-            raise Invalid(f"proposal {proposal.pk} got a new revision meanwhile: resolve its conflicts again")
-        _record_changeset(repository, merge_id, (base, proposal.head), tree, message, provenance, resolved, credential)
-        revision = proposals.add_revision(locked, merge_id, kind=ProposalRevision.Kind.RESOLVED, credential=credential)
-        payload = {
-            "proposal": locked.pk,
-            "stream": locked.stream.name,
-            "head": merge_id,
-            "revision": revision.number,
-            "resolved": resolved,
-        }
-        append_event(repository, PROPOSAL_RESOLVED, payload)
-    return request_integration(locked)
+    return tree, merged
 
 
 def _parse_resolutions(raw: object) -> tuple[dict[str, ObjectId | None], list[bytes]]:
@@ -168,13 +182,6 @@ def _who(provenance: dict, credential: Credential | None) -> str:
     if isinstance(agent, str) and agent:
         return agent[:100]
     return credential.user.get_username() if credential is not None else "agent"
-
-
-def _signature(name: str, credential: Credential | None) -> Signature:
-    user = credential.user if credential is not None else None
-    email = user.email if user is not None and user.email else f"{name}@agentgit.invalid"
-    clean = "".join(c for c in name if c not in "<>\n\x00") or "agent"
-    return Signature(clean, "".join(c for c in email if c not in "<>\n\x00 "), int(time.time()))
 
 
 def _record_changeset(
