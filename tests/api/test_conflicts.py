@@ -243,3 +243,31 @@ def test_a_rename_delete_conflict_is_resolved_by_the_path_the_rename_made(api):
     body = {"stream_head": outcome["stream_head"], "resolutions": [{"path": "g.txt", "delete": True}]}
     assert api.post(f"/proposals/{proposal}/resolve", body).json()["outcome"] == "merge"
     assert api.get("/tree/main").json()["entries"] == []
+
+
+def test_a_proposal_closed_while_queued_is_not_landed(api):
+    from repos.models import Operation, Proposal
+    from repos.services import integration, proposals
+
+    head = api.write(None, {"a": "a\n"})
+    proposal = Proposal.objects.get(pk=api.propose(head))
+    queued = Operation.objects.create(repository=proposal.repository, stream=proposal.stream, proposal=proposal)
+    proposals.close(proposal)
+
+    assert integration.land_stream(proposal.stream_id) == 1
+
+    queued.refresh_from_db()
+    assert queued.state == "failed" and queued.error["code"] == "invalid" and "closed" in queued.error["message"]
+    assert api.head() is None
+
+
+def test_an_integrated_proposal_is_neither_revised_nor_closed(api):
+    head = api.write(None, {"a": "a\n"})
+    proposal = api.propose(head)
+    api.integrate(proposal)
+    other = api.write(head, {"b": "b\n"})
+    for suffix, body in ((f"/proposals/{proposal}/revisions", {"head": other}), (f"/proposals/{proposal}/close", {})):
+        answer = api.post(suffix, body)
+        assert answer.status_code == 400 and "integrated" in answer.json()["error"]["message"], suffix
+    assert api.post(f"/proposals/{proposal}/revisions", {"head": other, "title": "x"}).status_code == 400
+    assert api.get(f"/proposals/{proposal}").json()["head"] == head
