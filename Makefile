@@ -9,11 +9,11 @@ WORKERS ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 1) )))
 VENV := .venv
 PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-# Named after the requirements' content: an edited requirements file reinstalls,
-# a merely touched one (checkout, clone) does not.
-INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut -c1-16)
+# Named after the requirements' content (and the client package's, client/pyproject.toml): an
+# edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
+INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git
+.PHONY: serve test lint clean setup git chromium
 
 # The metrics directory is emptied before the servers start (every process adds its counters
 # there). --no-access-log: the server writes its own access log, with secrets redacted
@@ -21,6 +21,7 @@ INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt | sha256sum | cut
 serve: setup
 	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py agentgit_recover
+	$(PY) manage.py agentgit_maintain
 	$(PY) manage.py agentgit_metrics_reset
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
 	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log
@@ -39,7 +40,7 @@ lint: $(INSTALLED)
 clean:
 	rm -rf $(VENV) var staticfiles
 
-setup: git $(INSTALLED)
+setup: git chromium $(INSTALLED)
 	$(PY) manage.py migrate --noinput
 
 # git serves clones and pushes (DESIGN.md, decision 3) and is the oracle of the engine tests.
@@ -47,8 +48,17 @@ git:
 	@command -v git >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends git; }
 
+# The web UI's browser tests (tests/web/) drive Debian's chromium through Playwright;
+# Playwright's own browser download cannot work here.
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
+
+# The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
+# their tests (tests/client) run from the work tree.
 $(INSTALLED):
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements/dev.txt
+	$(PY) -m pip install --quiet -e 'client[mcp]'
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -22,21 +22,30 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from agentgit_site.guards import Admit, BodyLimit, LoadShedding  # noqa: E402
+from agentgit_site.mcp import McpEndpoint, with_mcp  # noqa: E402
 from agentgit_site.observability import AccessLog  # noqa: E402
 from repos.api import events  # noqa: E402
+from repos.git_http.app import GitHttp  # noqa: E402
+
+# The agent tools over MCP at /mcp (agentgit_site/mcp.py), behind the same guards as Django.
+mcp_endpoint = McpEndpoint()
 
 # The access log (and request metrics) outermost: it sees every answer, refusals included.
-# Then the guards: shedding and the body limit refuse before any work, and Admit reads the
-# presented credential once for every surface mounted in the router (docs/adr/0004).
+# Then the guards: shedding refuses before any work, and Admit reads the presented credential
+# once for every surface behind it (docs/adr/0004). Git's smart HTTP at /git/ streams packs both
+# ways with its own push limit, so it sits in front of the body limit.
 application = AccessLog(
     LoadShedding(
-        BodyLimit(
-            Admit(
-                ProtocolTypeRouter(
-                    {
-                        "http": django_application,
-                        "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
-                    }
+        Admit(
+            GitHttp(
+                BodyLimit(
+                    ProtocolTypeRouter(
+                        {
+                            "http": with_mcp(mcp_endpoint, django_application),
+                            "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+                            "lifespan": mcp_endpoint.lifespan,
+                        }
+                    )
                 )
             )
         )

@@ -16,6 +16,7 @@ Refusals answer the API's one error shape. asgi.py stacks them in this order.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from urllib.parse import parse_qs
 
 from django.conf import settings
@@ -51,7 +52,7 @@ class LoadShedding:
         if self.in_progress >= limit:
             metrics.observe_shed()
             error = Unavailable(f"the server is at its limit of {limit} requests at once; retry", retry_after_ms=100)
-            await _answer(send, 503, error, [(b"retry-after", b"1")])
+            await answer(send, error, [(b"retry-after", b"1")])
             return
         self.in_progress += 1  # one event loop per process: no lock needed
         try:
@@ -132,11 +133,12 @@ class BodyLimit:
 
 
 async def _refuse(send, message: str) -> None:
-    await _answer(send, 413, TooLarge(message), [(b"connection", b"close")])
+    await answer(send, TooLarge(message), [(b"connection", b"close")])
 
 
-async def _answer(send, status: int, error: ApiError, headers: list[tuple[bytes, bytes]]) -> None:
+async def answer(send, error: ApiError, extra_headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    """Answer ``error`` in the API's JSON shape with its table status, from ASGI code."""
     body = json.dumps(error.as_dict()).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra_headers]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -11,6 +11,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from agentgit_site.secretfile import read_or_create_secret
+from engine.store import DEFAULT_TREE_CACHE_ENTRIES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,7 +43,7 @@ AGENTGIT: dict[str, Any] = {
     # One bare git repository per AgentGit repository.
     "REPOS_DIR": _DATA_DIR / "repos",
     # Parsed-tree cache of each repository's object store, in tree entries (~150 bytes each).
-    "TREE_CACHE_ENTRIES": _env_int("AGENTGIT_TREE_CACHE_ENTRIES", 500_000),
+    "TREE_CACHE_ENTRIES": _env_int("AGENTGIT_TREE_CACHE_ENTRIES", DEFAULT_TREE_CACHE_ENTRIES),
     # Who commits the merge changesets the server writes.
     "COMMITTER_NAME": os.environ.get("AGENTGIT_COMMITTER_NAME", "AgentGit"),
     "COMMITTER_EMAIL": os.environ.get("AGENTGIT_COMMITTER_EMAIL", "agentgit@localhost"),
@@ -53,6 +54,8 @@ AGENTGIT: dict[str, Any] = {
     "MAX_BODY_BYTES": _env_int("AGENTGIT_MAX_BODY_BYTES", 100 * 1024 * 1024),
     # How long the integrate endpoint waits for its outcome before answering 202 with the operation.
     "INTEGRATE_WAIT_S": float(os.environ.get("AGENTGIT_INTEGRATE_WAIT_S", "30")),
+    # How long an Idempotency-Key is remembered (per credential) after its first use, seconds.
+    "IDEMPOTENCY_TTL_S": _env_int("AGENTGIT_IDEMPOTENCY_TTL_S", 24 * 3600),
     # The compare-and-swap safety net: attempts, and the longest wait between them.
     "INTEGRATE_ATTEMPTS": _env_int("AGENTGIT_INTEGRATE_ATTEMPTS", 24),
     "INTEGRATE_BACKOFF_MS": _env_int("AGENTGIT_INTEGRATE_BACKOFF_MS", 32),
@@ -64,6 +67,10 @@ AGENTGIT: dict[str, Any] = {
     "RATE_LIMIT": float(os.environ.get("AGENTGIT_RATE_LIMIT") or 200),
     "RATE_BURST": _env_int("AGENTGIT_RATE_BURST", 400),
     "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
+    # Web UI login attempts allowed per client address and per user name (django-ratelimit's
+    # "count/period"); over either the login form answers 429 without checking the password.
+    "LOGIN_RATE_ADDRESS": os.environ.get("AGENTGIT_LOGIN_RATE_ADDRESS", "30/m"),
+    "LOGIN_RATE_USER": os.environ.get("AGENTGIT_LOGIN_RATE_USER", "10/m"),
     # Where every server and worker process keeps its metrics (prometheus-client's multiprocess
     # files, summed by a scrape); emptied when a deployment starts. Env: PROMETHEUS_MULTIPROC_DIR
     # (prometheus-client's own name). Default: <data dir>/metrics.
@@ -73,6 +80,12 @@ AGENTGIT: dict[str, Any] = {
     "METRICS_ACCESS": os.environ.get("AGENTGIT_METRICS_ACCESS", "local").strip().lower(),
     # One JSON line per request on the "agentgit.access" logger (0: none). Env: AGENTGIT_ACCESS_LOG.
     "ACCESS_LOG": _env_bool("AGENTGIT_ACCESS_LOG", True),
+    # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
+    "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
+    # Maintenance (repos.services.maintenance) repacks a repository with at least this many
+    # loose objects or packs.
+    "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
+    "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -93,8 +106,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # for this many tasks (a lost connection is retried: workers/tasks.py).
 CELERY_DB_REUSE_MAX = _env_int("AGENTGIT_DB_REUSE_MAX", 1000)
 CELERY_TASK_IGNORE_RESULT = True
+# beat's own bookkeeping (last run times) lives in the data directory, not where beat was started.
+CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
+    "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
 }
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(_DATA_DIR / "secret_key", nbytes=50)
@@ -110,11 +126,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Redoc's files, so /api/v1/docs needs no CDN
     "repos",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "repos.web.security.SecurityHeadersMiddleware",
     "agentgit_site.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -231,6 +249,26 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
+# The web UI: people log in with a session (repos/web/auth.py); agents' tokens never do.
+LOGIN_URL = "web:login"
+LOGIN_REDIRECT_URL = "web:home"
+CSRF_COOKIE_HTTPONLY = True  # no script reads it: forms carry the token
+# Login attempt counters (django-ratelimit) must be shared by every server process: in Redis
+# when REDIS_URL is set, else in files under the data directory (the processes of one machine;
+# file increments are not atomic, so two racing attempts may count once).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"]}
+        if os.environ.get("REDIS_URL")
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": _DATA_DIR / "ratelimit-cache",
+        }
+    ),
+}
+RATELIMIT_USE_CACHE = "ratelimit"
+
 # Local development is plain http, where secure cookies would never be sent back.
 SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES")
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -258,9 +296,22 @@ SPECTACULAR_SETTINGS = {
         "let the server integrate them (fast-forward, merge or conflict). Every call needs "
         "`Authorization: Bearer <token>` with the scope its method asks for: read (GET), write (blobs, "
         "changesets, proposals, streams), integrate, admin (repositories). Errors are "
-        '`{"error": {"code", "message", "retryable", ...}}`.'
+        '`{"error": {"code", "message", "retryable", ...}}`.\n\n'
+        "Request bodies are exactly as documented: a missing required field, a field of the wrong type or "
+        "pattern and a field not documented are refused with 400 `invalid`, one entry per field in "
+        "`details`. An optional query parameter sent empty (`?path=`) is as if it was not sent. List "
+        "cursors (`next`) are opaque and URL-safe: pass them back as they are.\n\n"
+        "The repository's events come as Server-Sent Events (`GET /api/v1/repos/{repo}/events`) and "
+        "over a WebSocket at `/ws/repos/{repo}/events`; both are described under that operation."
     ),
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "repos.api.schema.postprocess",
+    ],
 }

@@ -6,17 +6,16 @@ AGENTGIT_METRICS_ACCESS allows (loopback clients by default).
 
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import TemplateView
 
 from agentgit_site.views import MetricsView, healthz, readyz
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("repos.api.urls")),
+    path("", include("repos.web.urls")),  # the web UI (repos/web/)
 ]
 
 # Errors Django answers itself: the API's JSON error shape under /api/, Django's pages elsewhere.

@@ -28,6 +28,8 @@ from engine.integrate import integrate
 from engine.objects import BLOB, ObjectId, Signature, hash_object
 from engine.store import DiskStore, MemoryStore
 
+from .report import text_table
+
 T = TypeVar("T")
 
 DEFAULT_COMMITS = (1_000, 20_000)
@@ -217,13 +219,7 @@ def format_history(run: HistoryRun) -> str:
         [row.operation, f"{row.commits:,}", f"{row.without_ms:.2f}", f"{row.with_ms:.2f}", f"{row.speedup:.1f}x"]
         for row in run.rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-
-    def render(line: list[str]) -> str:
-        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(line, widths)) + " |"
-
-    out = [render(lines[0]), "|" + "|".join("-" * (width + 2) for width in widths) + "|"]
-    out += [render(line) for line in lines[1:]]
+    out = text_table(lines)
     for commits, figures in run.derive.items():
         out.append(
             f"derive pass at {commits:,}: {figures['changesets']:,} changesets in {figures['ms']:.0f} ms "

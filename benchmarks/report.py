@@ -12,6 +12,18 @@ from typing import Any
 from .engine_bench import OPERATIONS, BenchRun, RowResult
 
 
+def text_table(rows: list[list[str]]) -> list[str]:
+    """Rows of cells (the first is the header) as the lines of a padded markdown table."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+    def render(row: list[str]) -> str:
+        return "| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |"
+
+    return [render(rows[0]), "|" + "|".join("-" * (width + 2) for width in widths) + "|"] + [
+        render(row) for row in rows[1:]
+    ]
+
+
 def format_ms(value: float | None) -> str:
     """Milliseconds to three significant digits: 164, 11.2, 1.91, 0.031."""
     if value is None:

@@ -17,13 +17,25 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, history_bench, landing, report
+from . import (
+    candidates,
+    cycle,
+    engine_bench,
+    git_bench,
+    history_bench,
+    landing_cost,
+    report,
+    resolution_bench,
+    web_bench,
+)
+
+R = TypeVar("R")
 
 #: Where a suite reports what it is doing (the command's stderr).
 Log = Callable[[str], None]
@@ -105,6 +117,21 @@ def assignment(text: str) -> tuple[str, str]:
 def _progress(unit: str, total: int | None = None) -> tqdm:  # type: ignore[type-arg]
     # A bar on a terminal only (tqdm's disable=None), so logs and tests stay clean.
     return tqdm(total=total, file=sys.stderr, disable=None, unit=unit)
+
+
+def _in_steps(work: Callable[[Callable[[str], None]], R]) -> R:
+    """``work(step)`` with a progress bar that ``step(name)`` advances; a row's failed check
+    (AssertionError) fails the run."""
+    with _progress("step") as bar:
+
+        def step(name: str) -> None:
+            bar.set_description(name)
+            bar.update(1)
+
+        try:
+            return work(step)
+        except AssertionError as error:
+            raise BenchmarkFailed(str(error)) from None
 
 
 # ------------------------------------------------------------------------------ engine
@@ -237,24 +264,62 @@ def _history_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _history_run(options: dict[str, Any], log: Log) -> Results:
-    with _progress("step") as bar:
-
-        def on_row(name: str) -> None:
-            bar.set_description(name)
-            bar.update(1)
-
-        try:
-            run = history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=on_row)
-        except AssertionError as error:
-            raise BenchmarkFailed(str(error)) from None
+    run = _in_steps(
+        lambda step: history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=step)
+    )
     table = history_bench.format_history(run)
     return Results(table, history_bench.history_json(run), table)
+
+
+# ------------------------------------------------------------------------------ git
+
+
+def _git_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--files", type=positive, default=git_bench.DEFAULT_FILES, help="files of the cloned repository"
+    )
+    parser.add_argument(
+        "--streams", type=positive, default=git_bench.DEFAULT_STREAMS, help="streams of the ls-refs row"
+    )
+    parser.add_argument("--samples", type=positive, default=3)
+
+
+def _git_run(options: dict[str, Any], log: Log) -> Results:
+    rows = _in_steps(
+        lambda step: git_bench.run_git_benchmark(
+            options["files"], options["streams"], options["samples"], progress=step
+        )
+    )
+    table = git_bench.format_rows(rows)
+    return Results(table, {"rows": git_bench.rows_json(rows)}, table)
 
 
 # ------------------------------------------------------------------------------ landing
 
 
 def _landing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landings", type=positive, default=50, help="landings per way (default: %(default)s)")
+    parser.add_argument("--size", type=positive, default=1024, help="bytes per file (default: %(default)s)")
+    parser.add_argument("--url", help="a running server instead of a fresh embedded deployment (needs --token)")
+    parser.add_argument("--token", help="a token with scopes write, integrate and admin, for --url")
+
+
+def _landing_run(options: dict[str, Any], log: Log) -> Results:
+    if options["url"] and not options["token"]:
+        raise BenchmarkFailed("--url needs --token")
+    try:
+        rows = landing_cost.run_landing_cost(
+            options["landings"], options["size"], log, options["url"], options["token"]
+        )
+    except AssertionError as error:  # an answer that was not the fast-forward each landing is
+        raise BenchmarkFailed(str(error)) from None
+    return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
+
+
+# ------------------------------------------------------------------------------ resolution
+
+
+def _resolution_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agents", type=positive, default=50, help="concurrent agents (default: %(default)s)")
     parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
     parser.add_argument(
@@ -268,28 +333,49 @@ def _landing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
 
 
-def _landing_run(options: dict[str, Any], log: Log) -> Results:
+def _resolution_run(options: dict[str, Any], log: Log) -> Results:
     if options["url"] and not options["token"]:
         raise BenchmarkFailed("--url needs --token")
-    log(
-        f"landing: {options['agents']} agents x {options['changes']} changes, one in {options['conflict_every']} conflicting"
-    )
-    with _progress("change", options["agents"] * options["changes"]) as bar:
+    agents, changes, every = options["agents"], options["changes"], options["conflict_every"]
+    log(f"resolution: {agents} agents x {changes} changes, one in {every} conflicting")
+    with _progress("change", agents * changes) as bar:
 
-        def on_change(change: landing.Change) -> None:
+        def on_change(change: resolution_bench.Change) -> None:
             bar.update(1)
 
-        data = landing.run_landing_benchmark(
-            agents=options["agents"],
-            changes=options["changes"],
-            conflict_every=options["conflict_every"],
+        data = resolution_bench.run_landing_benchmark(
+            agents=agents,
+            changes=changes,
+            conflict_every=every,
             server_workers=options["server_workers"],
             url=options["url"],
             token=options["token"] or "",
             on_change=on_change,
         )
-    table = landing.format_landing(data)
+    table = resolution_bench.format_landing(data)
     return Results(table, data, table, "\n".join(data["failures"]))
+
+
+# ------------------------------------------------------------------------------ web
+
+
+def _web_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--files", type=positive, default=web_bench.DEFAULT_FILES, help="files of the big repository")
+    parser.add_argument(
+        "--changesets", type=positive, default=web_bench.DEFAULT_COMMITS, help="its changesets after the import"
+    )
+    parser.add_argument("--samples", type=positive, default=web_bench.DEFAULT_SAMPLES, help="requests per page")
+
+
+def _web_run(options: dict[str, Any], log: Log) -> Results:
+    run = _in_steps(
+        lambda step: web_bench.run_web_benchmark(
+            options["files"], options["changesets"], samples=options["samples"], on_step=step
+        )
+    )
+    table = web_bench.format_web(run)
+    failures = "query counts grow with the repository: " + ", ".join(run.growing) if run.growing else ""
+    return Results(table, web_bench.web_json(run), table, failures)
 
 
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
@@ -321,10 +407,28 @@ SUITES: dict[str, Suite] = {
             _history_run,
         ),
         Suite(
+            "git",
+            "stock git through the server (clone, fetch, ls-refs, push) beside git on the repository directory",
+            _git_arguments,
+            _git_run,
+        ),
+        Suite(
             "landing",
-            "agents landing on one stream with planned conflicts, each resolved in one call (issue 11)",
+            "requests and bytes per landing of a two-file change: the separate endpoints against one call",
             _landing_arguments,
             _landing_run,
+        ),
+        Suite(
+            "resolution",
+            "agents landing on one stream with planned conflicts, each resolved in one call (issue 11)",
+            _resolution_arguments,
+            _resolution_run,
+        ),
+        Suite(
+            "web",
+            "server time and queries of the web UI's main pages on a big and a small repository",
+            _web_arguments,
+            _web_run,
         ),
     )
 }

@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # engine.graph imports this module; the memo's values are its
     from .graph import GraphNode
 
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
-DEFAULT_TREE_CACHE_ENTRIES = 2_000_000
+DEFAULT_TREE_CACHE_ENTRIES = 500_000
 _COMMIT_CACHE_SIZE = 100_000
 
 

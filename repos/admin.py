@@ -15,7 +15,18 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from .errors import ApiError, Invalid
-from .models import Changeset, Credential, Event, Operation, Proposal, Repository, ResolverRule, Stream
+from .models import (
+    Changeset,
+    Credential,
+    Event,
+    Operation,
+    Proposal,
+    Repository,
+    RepositoryAccess,
+    ResolverRule,
+    Stream,
+)
+from .services.access import grant_access, revoke_access
 from .services.credentials import create_credential, revoke_credential
 from .services.repositories import check_repository_name, create_repository
 from .services.resolution import add_rule
@@ -90,27 +101,34 @@ class CredentialStatusFilter(admin.SimpleListFilter):
 
 @admin.register(Credential)
 class CredentialAdmin(admin.ModelAdmin):
-    """Tokens are created by the service and shown once, in a message after saving."""
+    """Tokens are created by the service and shown once, in a message after saving; revoked by
+    the service (the action). A credential is never edited: its page is read-only."""
 
     form = CredentialForm
-    list_display = ["user", "name", "token_prefix", "scopes", "created", "last_used", "revoked"]
+    list_display = ["user", "name", "token_prefix", "scope_list", "created", "last_used", "revoked"]
     list_filter = [CredentialStatusFilter]
+    list_select_related = ["user"]
     search_fields = ["user__username", "name", "token_prefix"]
     actions = ["revoke"]
+
+    @admin.display(description="scopes")
+    def scope_list(self, obj: Credential) -> str:
+        return ", ".join(obj.scopes) if isinstance(obj.scopes, list) else str(obj.scopes)
 
     def get_fields(self, request, obj=None):
         if obj is None:
             return ["user", "name", "scopes", "rate", "burst"]
-        return ["user", "name", "token_prefix", "scopes", "rate", "burst", "created", "last_used", "revoked"]
+        return ["user", "name", "token_prefix", "scope_list", "rate", "burst", "created", "last_used", "revoked"]
 
     def get_readonly_fields(self, request, obj=None):
-        # The hash is not a form field at all (editable=False); the owner and history are fixed.
-        return [] if obj is None else ["user", "token_prefix", "created", "last_used", "revoked"]
+        # The hash is not a form field at all (editable=False); an existing credential is shown,
+        # never edited: other scopes or limits make a new credential, and revoking is the service's.
+        return [] if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
     def save_model(self, request: HttpRequest, obj: Credential, form: CredentialForm, change: bool) -> None:
-        if change:
-            super().save_model(request, obj, form, change)
-            return
         data = form.cleaned_data
         credential, token = create_credential(
             data["user"], data["scopes"], name=data["name"], rate=data["rate"], burst=data["burst"]
@@ -167,6 +185,42 @@ class RepositoryAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Repository, form: RepositoryForm, change: bool) -> None:
         _become(obj, create_repository(form.cleaned_data["name"]))
+
+
+# Web UI access ------------------------------------------------------------------------------
+
+
+@admin.register(RepositoryAccess)
+class RepositoryAccessAdmin(admin.ModelAdmin):
+    """Who may read which repository in the web UI. Granted and revoked through the access
+    service; a grant is never edited, only revoked (deleted) and granted again."""
+
+    list_display = ["user", "repository", "granted"]
+    list_filter = ["repository"]
+    list_select_related = ["user", "repository"]
+    search_fields = ["user__username", "user__email", "repository__name"]
+    autocomplete_fields = ["user", "repository"]
+    fields = ["user", "repository"]
+    actions = ["revoke"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # "revoke" goes through the service instead
+        return actions
+
+    def save_model(self, request: HttpRequest, obj: RepositoryAccess, form, change: bool) -> None:
+        _become(obj, grant_access(form.cleaned_data["user"], form.cleaned_data["repository"]))
+
+    def delete_model(self, request: HttpRequest, obj: RepositoryAccess) -> None:
+        revoke_access(obj.user, obj.repository)
+
+    @admin.action(description="Revoke selected access")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[RepositoryAccess]) -> None:
+        revoked = sum(revoke_access(access.user, access.repository) for access in queryset.select_related("user"))
+        self.message_user(request, f"Revoked {revoked} grant(s).", messages.SUCCESS)
 
 
 # History: read-only --------------------------------------------------------------------------

@@ -337,3 +337,59 @@ class PathChange(models.Model):
                 fields=["repository", "key", "generation", "commit_id"], name="path_change_unique_per_repository"
             )
         ]
+
+
+class IdempotencyKey(models.Model):
+    """A credential's ``Idempotency-Key``: the request it was first sent with, and what that did.
+
+    Written in the transaction that does the request's work, so a key exists exactly when its
+    work committed; the unique constraint makes a concurrent retry with the same key wait for
+    the first and then find its record, never do the work a second time
+    (repos.services.idempotency).
+    """
+
+    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    #: SHA-256 of the request's method, path and canonical JSON body: the same key sent with a
+    #: different request is refused.
+    fingerprint = models.CharField(max_length=64)
+    #: What the work recorded, enough to answer again: the answer itself, or the ids it created.
+    record = models.JSONField(default=dict)
+    created = models.DateTimeField(auto_now_add=True)
+    #: After this the key is forgotten and may be used again.
+    expires = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["credential", "key"], name="idempotency_key_unique_per_credential")
+        ]
+        indexes = [models.Index(fields=["credential", "expires"], name="idempotency_key_by_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.credential_id})"
+
+
+# ----------------------------------------------------------------------------- web access
+
+
+class RepositoryAccess(models.Model):
+    """A person's read access to one repository in the web UI (superusers need none).
+
+    Granted and revoked only through ``repos.services.access``. Without a row, the repository
+    does not exist for that user: its pages answer 404, never 403.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="repository_access")
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="access")
+    granted = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "repository access"
+        verbose_name_plural = "repository access"
+        ordering = ["repository_id", "user_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "repository"], name="one_access_per_user_and_repository")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} reads {self.repository}"

@@ -49,22 +49,3 @@ class CredentialFactory(DjangoModelFactory):
             credential.save(update_fields=list(extra))
         credential.token = token
         return credential
-
-
-class RepositoryFactory(DjangoModelFactory):
-    """A repository created through the service: its bare git directory and empty ``main`` exist.
-
-    repository = RepositoryFactory()             # name "repo<n>"
-    repository = RepositoryFactory(name="demo")
-    """
-
-    class Meta:
-        model = "repos.Repository"
-
-    name = factory.Sequence(lambda n: f"repo{n}")
-
-    @classmethod
-    def _create(cls, model_class, *args, name, **extra):
-        from repos.services.repositories import create_repository
-
-        return create_repository(name)

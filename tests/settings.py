@@ -14,6 +14,9 @@ import tempfile
 _data_dir = tempfile.mkdtemp(prefix="agentgit-test-")
 atexit.register(shutil.rmtree, _data_dir, ignore_errors=True)
 os.environ["AGENTGIT_DATA_DIR"] = _data_dir
+# Metrics files too: an inherited PROMETHEUS_MULTIPROC_DIR (xdist workers are children of the
+# controller) would make two workers count into one directory.
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(_data_dir, "metrics")
 
 from agentgit_site.settings import *  # noqa: E402,F403
 

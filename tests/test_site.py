@@ -22,11 +22,12 @@ def test_healthz_answers_ok_json(client):
     assert response.json() == {"status": "ok"}
 
 
-def test_home_page_links_to_admin(client):
+@pytest.mark.django_db
+def test_home_page_sends_an_anonymous_visitor_to_log_in(client):
     response = client.get("/")
 
-    assert response.status_code == 200
-    assert b'href="/admin/"' in response.content
+    assert response.status_code == 302 and response["Location"] == "/login?next=/"
+    assert b'name="csrfmiddlewaretoken"' in client.get("/login").content
 
 
 @pytest.mark.django_db

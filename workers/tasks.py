@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import integration
+from repos.services import integration, maintenance, refmirror
 from repos.services.dispatch import Job
 
 
@@ -41,6 +41,21 @@ def recover() -> int:
     return integration.recover().landed
 
 
+@shared_task(name="workers.tasks.rebuild_mirrors")
+def rebuild_mirrors() -> int:
+    """Make every repository's ref mirror what the database says (run at worker start: a crash
+    between a landing's commit and its mirror write left it behind). Returns refs changed."""
+    return refmirror.rebuild_all()
+
+
+@shared_task(name="workers.tasks.maintain")
+def maintain() -> int:
+    """Repack the repositories that need it and sweep their ref mirrors (scheduled by beat);
+    returns how many were repacked."""
+    return sum(state.outcome == "done" for state in maintenance.maintain_all())
+
+
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
     recover.delay()
+    rebuild_mirrors.delay()

@@ -18,13 +18,7 @@ from rest_framework.settings import api_settings
 
 from ..errors import Unauthenticated
 from ..models import Credential
-from ..services.admission import BASIC, BEARER, admission_of
-
-REALM = "agentgit"
-#: The WWW-Authenticate challenge of a 401 for API clients.
-BEARER_CHALLENGE = f'Bearer realm="{REALM}"'
-#: The challenge git clients understand (they answer it with the token as the password).
-BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
+from ..services.admission import BASIC, BASIC_CHALLENGE, BEARER, BEARER_CHALLENGE, admission_of
 
 
 class _TokenAuthentication(BaseAuthentication):

@@ -8,7 +8,8 @@ still get the JSON error shape). Requests are counted and logged around the whol
 
 Bodies are parsed here rather than by DRF's parsers: JSON is read whatever the Content-Type
 (``curl -d`` sends a form type), so a malformed body is always 400 ``invalid``, and raw-byte
-endpoints read ``request.body`` directly.
+endpoints read ``request.body`` directly. :func:`validated` checks a JSON body against its
+serializer; :func:`page` pages a listing with opaque cursors (:mod:`.cursors`).
 """
 
 from __future__ import annotations
@@ -18,18 +19,28 @@ import json
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from ..errors import Invalid, TooLarge
 from ..models import Repository
 from ..services.repositories import get_repository
+from . import cursors
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 
 PAGE_PARAMETERS = [
-    OpenApiParameter("limit", int, description=f"Page size, 1-{MAX_PAGE} (default {DEFAULT_PAGE})."),
-    OpenApiParameter("cursor", str, description="The previous page's `next`."),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+        description=f"Page size, 1-{MAX_PAGE} (default {DEFAULT_PAGE}).",
+    ),
+    OpenApiParameter(
+        "cursor",
+        {"type": "string", "pattern": cursors.PATTERN},
+        description="The previous page's `next`, as it is (opaque, URL-safe).",
+    ),
 ]
 
 
@@ -91,6 +102,14 @@ def json_body(request) -> dict:
     return data
 
 
+def validated(body: type[Serializer], request) -> dict:
+    """The JSON body checked against its serializer (serializers.py, and so the schema): 400
+    ``invalid`` with a detail for every field missing, unknown or not as documented."""
+    checked = body(data=json_body(request))
+    checked.is_valid(raise_exception=True)
+    return checked.validated_data
+
+
 def repository(name: str) -> Repository:
     """The repository named in the URL (404 ``not_found`` if none)."""
     return get_repository(name)
@@ -123,12 +142,9 @@ def page(queryset, request, key: str, *, descending: bool = False, cursor_type: 
     limit = int(query_number(request, "limit", DEFAULT_PAGE, low=1, high=MAX_PAGE, kind=int))
     cursor = request.query_params.get("cursor")
     if cursor:
-        try:
-            after = cursor_type(cursor)
-        except ValueError:
-            raise Invalid(f"malformed cursor {cursor!r}") from None
+        after = cursors.decode_key(cursor, cursor_type)
         queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": after})
     rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
     if len(rows) > limit:
-        return rows[:limit], str(getattr(rows[limit - 1], key))
+        return rows[:limit], cursors.encode_key(getattr(rows[limit - 1], key))
     return rows, None

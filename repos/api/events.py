@@ -25,59 +25,90 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 
 from agentgit_site.observability import note
 
 from ..errors import ERRORS, Invalid, Unauthenticated
-from ..services import metrics
 from ..services.admission import SCOPE_KEY
-from ..services.events import events_after
+from ..services.events import DEFAULT_TIMEOUT_S, KEEPALIVE_S, MAX_TIMEOUT_S, EventFeed, event_data
 from . import serializers as s
 from .base import ApiView, query_number, repository
 from .errors import answer_for
 
 if TYPE_CHECKING:
-    from ..models import Event
+    pass
 
 logger = logging.getLogger("repos.api")
 
-POLL_S = 0.1
-KEEPALIVE_S = 15.0
-DEFAULT_TIMEOUT_S = 25.0
-MAX_TIMEOUT_S = 300.0
-#: Most events read per query.
-BATCH = 500
-KEEPALIVE = b": keep-alive\n\n"
+
+#: One Server-Sent Event as the schema describes it (OpenAPI 3.0: the schema of a
+#: ``text/event-stream`` answer is the schema of each event).
+SSE_EVENT = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's id: monotonic per repository."},
+        "event": {"type": "string", "description": "The kind, e.g. `stream.integrate`, `proposal.opened`."},
+        "data": {
+            "type": "string",
+            "description": "A JSON object: the event's payload plus `seq` (its id) and `created`.",
+        },
+    },
+}
+
+FEEDS = f"""
+**Server-Sent Events.** Each event is `id: <seq>`, `event: <kind>`, `data: <JSON>`; the `data`
+object is the event's payload plus `seq` and `created`. The feed starts after `Last-Event-ID`
+(the header wins; EventSource sends it when it reconnects) or `?after=`, else at the
+repository's first event, and misses nothing and repeats nothing across reconnections. It sends
+`: keep-alive` after {KEEPALIVE_S:g} s of silence and ends after `?timeout=` seconds (default
+{DEFAULT_TIMEOUT_S:g}, at most {MAX_TIMEOUT_S:g}; `0` sends what is there and ends): reconnect
+with `Last-Event-ID`.
+
+**WebSocket** (`/ws/repos/{{repo}}/events`, not an HTTP operation, so described here): the same
+events, one JSON text message each: `{{"id": <seq>, "event": <kind>, "data": {{...}}}}` with `data`
+as above. The token comes as `?token=` (browsers cannot set headers on a WebSocket) or as
+`Authorization: Bearer`, with the `read` scope; `?after=N` resumes after event N. The socket runs
+until the client closes it, with no time limit. A refusal accepts the socket and closes it at
+once with 4000 + the HTTP status the same refusal gets: 4400 `invalid` (a malformed `?after=`),
+4401 `unauthenticated`, 4403 `forbidden`, 4404 `not_found` (no such repository), 4429
+`rate_limited`; 4500 for anything else.
+"""
 
 
 @extend_schema(tags=["events"])
 class EventsView(ApiView):
     @extend_schema(
+        summary="Follow the repository's events",
+        description="The repository's events as Server-Sent Events, resumable without gaps or duplicates.\n" + FEEDS,
         parameters=[
-            OpenApiParameter("after", int, description="Resume after this event id (the Last-Event-ID header wins)."),
+            OpenApiParameter(
+                "after",
+                {"type": "integer", "minimum": 0},
+                description="Resume after this event id (the Last-Event-ID header wins).",
+            ),
             OpenApiParameter(
                 "timeout",
-                float,
+                {"type": "number", "minimum": 0, "maximum": MAX_TIMEOUT_S},
                 description=f"Seconds until the stream ends (default {DEFAULT_TIMEOUT_S:g}, max {MAX_TIMEOUT_S:g}).",
             ),
-            OpenApiParameter("Last-Event-ID", int, location=OpenApiParameter.HEADER),
+            OpenApiParameter(
+                "Last-Event-ID",
+                {"type": "integer", "minimum": 0},
+                location=OpenApiParameter.HEADER,
+                description="The last event id the client has; the feed resumes after it.",
+            ),
         ],
         responses={
-            (200, "text/event-stream"): OpenApiResponse(
-                OpenApiTypes.STR, description="`id: <seq>`, `event: <kind>`, `data: <JSON>` per event."
-            ),
+            (200, "text/event-stream"): OpenApiResponse(SSE_EVENT, description="One event (of many, streamed)."),
             **s.errors(400, 404),
         },
     )
@@ -94,8 +125,18 @@ class EventsView(ApiView):
 
 
 def resume_point(request) -> int:
-    """The last event id the client has: ``Last-Event-ID`` or ``?after=``; 0 when neither."""
-    raw = request.headers.get("Last-Event-ID") or request.query_params.get("after") or "0"
+    """The last event id the client has: ``Last-Event-ID`` (it wins) or ``?after=``; 0 when
+    neither. Both are checked when both are sent."""
+    header = _event_id(request.headers.get("Last-Event-ID"), empty_is_absent=False)
+    query = _event_id(request.query_params.get("after"), empty_is_absent=True)
+    return header if header is not None else query or 0
+
+
+def _event_id(raw: str | None, *, empty_is_absent: bool) -> int | None:
+    # ``?after=`` sent empty is not sent (as every optional query parameter); an empty
+    # Last-Event-ID is malformed (EventSource sends the header only when it has an id).
+    if raw is None or (raw == "" and empty_is_absent):
+        return None
     try:
         after = int(raw)
     except ValueError:
@@ -103,65 +144,6 @@ def resume_point(request) -> int:
     if after < 0:
         raise Invalid(f"an event id is not negative: {after}")
     return after
-
-
-def event_data(event: Event) -> dict:
-    """An event's data as both feeds send it: its payload plus ``seq`` and ``created``."""
-    return {**event.payload, "seq": event.seq, "created": event.created.isoformat().replace("+00:00", "Z")}
-
-
-def encode(event: Event) -> bytes:
-    """One event in the SSE wire format."""
-    text = json.dumps(event_data(event), separators=(",", ":"), default=str)
-    return f"id: {event.seq}\nevent: {event.kind}\ndata: {text}\n\n".encode()
-
-
-class EventFeed:
-    """The events of one repository after ``after``, polled until ``timeout_s`` has passed."""
-
-    def __init__(self, repository_id: int, after: int, timeout_s: float) -> None:
-        self.repository_id = repository_id
-        self.after = after
-        now = time.monotonic()
-        self.deadline = now + timeout_s
-        self.quiet_since = now
-
-    def fetch(self) -> list[Event]:
-        return events_after(self.repository_id, self.after, BATCH)
-
-    def step(self, events: list[Event]) -> tuple[bytes, float | None]:
-        """After a fetch: the bytes to send, and the pause before the next fetch (None: the end)."""
-        now = time.monotonic()
-        if events:
-            self.after = events[-1].seq
-            self.quiet_since = now
-            metrics.observe_relayed(event.created for event in events)
-            return b"".join(encode(event) for event in events), 0.0
-        if now >= self.deadline:
-            return b"", None
-        chunk = b""
-        if now - self.quiet_since >= KEEPALIVE_S:
-            chunk, self.quiet_since = KEEPALIVE, now
-        return chunk, min(POLL_S, self.deadline - now)
-
-    def synchronous(self) -> Iterator[bytes]:
-        while True:
-            chunk, pause = self.step(self.fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            time.sleep(pause)
-
-    async def asynchronous(self) -> AsyncIterator[bytes]:
-        fetch = sync_to_async(self.fetch)  # thread-sensitive: the request's own thread and connection
-        while True:
-            chunk, pause = self.step(await fetch())
-            if chunk:
-                yield chunk
-            if pause is None:
-                return
-            await asyncio.sleep(pause)
 
 
 # ------------------------------------------------------------------------------ WebSocket

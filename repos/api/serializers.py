@@ -1,16 +1,20 @@
-"""What the API answers, as DRF serializers: they shape the JSON and document it in the schema.
-
-Request bodies are validated by the services (their messages and ``details`` are the contract);
-the request serializers here only document them for the OpenAPI schema.
+"""The API's JSON as DRF serializers: answers are shaped by them, request bodies are checked by
+them, and both are documented from them in the OpenAPI schema, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
+from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from ..errors import ERRORS
+from . import schema
 
 # --- answers -------------------------------------------------------------------------------
 
@@ -70,6 +74,10 @@ class ConflictSerializer(serializers.Serializer):
     old_path = serializers.CharField(required=False)
 
 
+#: The schema of a text answer that may be null.
+NULLABLE_TEXT = serializers.CharField(allow_null=True)
+
+
 class ProposalSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     stream = serializers.CharField(source="stream.name")
@@ -84,19 +92,19 @@ class ProposalSerializer(serializers.Serializer):
     created = serializers.DateTimeField()
     updated = serializers.DateTimeField()
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_outcome(self, proposal) -> str | None:
         return proposal.outcome or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_changeset(self, proposal) -> str | None:
         return proposal.result_changeset or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_stream_head(self, proposal) -> str | None:
         return proposal.result_head or None
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(NULLABLE_TEXT)
     def get_author(self, proposal) -> str | None:
         credential = proposal.author
         return credential.user.get_username() if credential is not None else None
@@ -213,73 +221,272 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorBodySerializer()
 
 
-# --- request bodies (documentation only) ---------------------------------------------------
+# --- request bodies ------------------------------------------------------------------------
+# They validate what the schema says (types, required fields, patterns, lengths, no unknown
+# fields) and document it; the services then check what a schema cannot say (that a blob
+# exists, that operations agree, that a name is free).
 
-RepositoryCreate = inline_serializer("RepositoryCreate", {"name": serializers.CharField()})
 
-StreamCreate = inline_serializer(
-    "StreamCreate",
-    {
-        "name": serializers.CharField(help_text="Segments of [A-Za-z0-9._-] separated by '/'."),
-        "from": serializers.CharField(required=False, allow_null=True, help_text="A revision; omitted or null: empty."),
-    },
+class Text(serializers.CharField):
+    """A JSON string as it was sent: a number is not turned into text and nothing is trimmed.
+
+    NUL is not refused here: inline content may hold it, and paths and names are refused by
+    their patterns.
+    """
+
+    default_error_messages = {"invalid": "Not a string."}
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Choice(serializers.ChoiceField):
+    """One of the given strings, and only a string (DRF would take the number 100644 for "100644")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid_choice", input=data)
+        return super().to_internal_value(data)
+
+
+class Patterned(Text):
+    """A string the schema describes as ``schema`` (repos/api/schema.py), checked the same way."""
+
+    def __init__(self, schema: dict, **kwargs) -> None:
+        kwargs.setdefault("help_text", schema.get("description"))
+        super().__init__(**kwargs)
+        self.schema = schema
+        self._whole = re.compile(schema["pattern"].replace("$", r"\Z")) if "pattern" in schema else None
+        forbidden = schema.get("not", {}).get("pattern")
+        self._forbidden = re.compile(forbidden.replace("$", r"\Z")) if forbidden else None
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        fits = self._whole is None or self._whole.match(value)
+        if not fits or (self._forbidden is not None and self._forbidden.search(value)):
+            raise serializers.ValidationError(f"not valid: {self.schema['description']}")
+        return value
+
+
+class PatternedExtension(OpenApiSerializerFieldExtension):
+    """A :class:`Patterned` field's schema is its ``schema``, nullable if it allows null."""
+
+    target_class = Patterned
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        described = {**field.schema, "description": field.help_text or field.schema.get("description", "")}
+        return {**described, "nullable": True} if field.allow_null else described
+
+
+class Body(serializers.Serializer):
+    """A request body: exactly the declared fields (``additionalProperties: false``); a field
+    not declared is refused with 400 ``invalid`` naming it."""
+
+    #: Fields clients send by mistake, and what to do instead.
+    hints: dict[str, str] = {}
+
+    def to_internal_value(self, data):
+        errors: dict = {}
+        if isinstance(data, Mapping):
+            for name in sorted(set(data) - set(self.fields)):
+                errors[name] = [self.hints.get(name, "unknown field")]
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if not isinstance(error.detail, dict):
+                raise
+            errors = {**error.detail, **errors}
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+class BodyExtension(OpenApiSerializerExtension):
+    target_class = Body
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
+
+
+class RepositoryCreate(Body):
+    """A new repository."""
+
+    name = Patterned(schema.REPOSITORY_NAME)
+
+
+class StreamCreate(Body):
+    """A new stream, empty or at a revision."""
+
+    name = Patterned(schema.STREAM_NAME)
+    # "from" is a Python keyword: declared below.
+
+
+StreamCreate._declared_fields["from"] = Patterned(
+    schema.REVISION, required=False, allow_null=True, help_text="A revision; omitted or null: the stream starts empty."
 )
 
-BlobBatch = inline_serializer(
-    "BlobBatch",
-    {
-        "blobs": serializers.ListField(
-            child=inline_serializer(
-                "BlobBatchItem",
-                {
-                    "data": serializers.CharField(help_text="The blob's bytes, base64 (standard alphabet)."),
-                    "id": serializers.CharField(required=False, help_text="If given, the bytes must hash to it."),
-                },
-            )
-        )
-    },
-)
 
-ChangesetOperation = inline_serializer(
-    "ChangesetOperation",
-    {
-        "op": serializers.ChoiceField(choices=["write", "delete", "rename"]),
-        "path": serializers.CharField(required=False, help_text="write, delete"),
-        "blob": serializers.CharField(required=False, help_text="write: an uploaded blob id …"),
-        "content": serializers.CharField(required=False, help_text="write: … or inline UTF-8 text"),
-        "mode": serializers.ChoiceField(choices=["100644", "100755", "120000"], required=False),
-        "from": serializers.CharField(required=False, help_text="rename"),
-        "to": serializers.CharField(required=False, help_text="rename"),
-    },
-)
+class BlobBatchItem(Body):
+    """One blob of a batch."""
 
-ChangesetCreate = inline_serializer(
-    "ChangesetCreate",
-    {
-        "parent": serializers.CharField(
-            required=False, allow_null=True, help_text="A revision, or null for a root changeset."
-        ),
-        "parents": serializers.ListField(
-            child=serializers.CharField(),
-            required=False,
-            help_text="Instead of parent: several revisions (a merge); the operations apply to the first.",
-        ),
-        "message": serializers.CharField(required=False, allow_blank=True),
-        "operations": serializers.ListField(child=ChangesetOperation),
-        "provenance": serializers.DictField(required=False, help_text='{"agent", "task", …}'),
-    },
-)
+    data = Patterned(  # type: ignore[assignment]  # the metaclass takes fields out of the class
+        schema.BASE64, allow_blank=True, help_text="The blob's bytes, base64 (standard alphabet)."
+    )
+    id = Patterned(schema.OBJECT_ID, required=False, help_text="If given, the bytes must hash to it (else 400).")
 
-ProposalCreate = inline_serializer(
-    "ProposalCreate",
-    {
-        "stream": serializers.CharField(),
-        "head": serializers.CharField(help_text="A revision: the changeset to land."),
-        "title": serializers.CharField(required=False, allow_blank=True),
-    },
-)
 
-EmptyBody = inline_serializer("IntegrateRequest", {})
+class BlobBatch(Body):
+    """Blobs to store at once."""
+
+    blobs = serializers.ListField(child=BlobBatchItem())
+
+
+class WriteOperation(Body):
+    """Write a file: from an uploaded blob or from inline text (exactly one of the two)."""
+
+    op = Choice(choices=["write"])
+    path = Patterned(schema.REPOSITORY_PATH)
+    blob = Patterned(schema.OBJECT_ID, required=False, help_text="An uploaded blob's id, or else `content`.")
+    content = Text(required=False, allow_blank=True, help_text="Inline UTF-8 text, or else `blob`.")
+    mode = Choice(choices=["100644", "100755", "120000"], required=False, help_text="Default 100644.")
+
+
+class DeleteOperation(Body):
+    """Delete a file."""
+
+    op = Choice(choices=["delete"])
+    path = Patterned(schema.REPOSITORY_PATH)
+
+
+class RenameOperation(Body):
+    """Move a file from one path to another."""
+
+    op = Choice(choices=["rename"])
+
+
+RenameOperation._declared_fields["from"] = Patterned(schema.REPOSITORY_PATH)
+RenameOperation._declared_fields["to"] = Patterned(schema.REPOSITORY_PATH)
+
+OPERATIONS: dict[str, type[Body]] = {
+    "write": WriteOperation,
+    "delete": DeleteOperation,
+    "rename": RenameOperation,
+}
+_BY_OP: dict[str, serializers.Serializer | type[serializers.Serializer]] = dict(OPERATIONS)  # the schema's mapping
+#: One instance of each, shared: a serializer copies its fields when it is made, which costs
+#: more than checking an operation, and checking leaves nothing behind on the instance.
+_OPERATION_CHECKS = {kind: body() for kind, body in OPERATIONS.items()}
+
+
+@extend_schema_field(
+    PolymorphicProxySerializer(component_name="ChangesetOperation", serializers=_BY_OP, resource_type_field_name="op")
+)
+class OperationField(serializers.Field):
+    """One changeset operation, checked by the serializer its ``op`` names."""
+
+    default_error_messages = {"invalid": "An operation is an object."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, Mapping):
+            self.fail("invalid")
+        kind = data.get("op")
+        body = _OPERATION_CHECKS.get(kind) if isinstance(kind, str) else None
+        if body is None:
+            raise serializers.ValidationError({"op": [f"unknown op {kind!r}: use write, delete or rename"]})
+        return dict(body.run_validation(data))
+
+    def to_representation(self, value):
+        return value
+
+
+class ChangesetCreate(Body):
+    """A new changeset: its parent, message, operations and provenance."""
+
+    parent = Patterned(  # type: ignore[assignment]  # the metaclass takes fields out of the class
+        schema.REVISION,
+        required=False,
+        allow_null=True,
+        help_text="A revision, or null for a root changeset (required unless parents is given).",
+    )
+    parents = serializers.ListField(
+        child=Patterned(schema.REVISION),
+        required=False,
+        min_length=1,
+        max_length=16,
+        help_text="Instead of parent: several revisions (an agent's own merge); the operations apply to the first.",
+    )
+    message = Patterned(schema.TEXT, required=False, allow_blank=True, help_text="The commit message (no NUL).")
+    operations = serializers.ListField(child=OperationField())
+    provenance = serializers.DictField(
+        required=False, allow_null=True, help_text='{"agent", "task", ...}: any JSON object whose text holds no NUL.'
+    )
+
+    def validate_provenance(self, value):
+        if value is not None and _holds_nul(value):
+            raise serializers.ValidationError("text in provenance must not hold NUL")
+        return value
+
+    def validate(self, attrs):
+        if "parent" in attrs and "parents" in attrs:
+            raise serializers.ValidationError({"parents": ["give either parent (one revision) or parents, not both"]})
+        if "parent" not in attrs and "parents" not in attrs and self.requires_parent:
+            raise serializers.ValidationError({"parent": ["This field is required."]})
+        return attrs
+
+    #: A changeset names its parent(s); a landing may leave it to the stream's head.
+    requires_parent = True
+
+
+class LandCreate(ChangesetCreate):
+    """A landing in one call: a changeset's fields, with ``parent`` optional (the stream's head)."""
+
+    hints = {"parents": "a landing has one parent: name it as 'parent'"}
+    parents = None  # type: ignore[assignment]
+    requires_parent = False
+
+    parent = Patterned(  # type: ignore[assignment]
+        schema.REVISION,
+        required=False,
+        allow_null=True,
+        help_text="A revision; omitted: the stream's head; null: a root changeset.",
+    )
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a JSON value has NUL in any of its strings, keys included (PostgreSQL's jsonb refuses it)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+class ProposalCreate(Body):
+    """A proposal to land a changeset on a stream."""
+
+    stream = Text()
+    head = Patterned(schema.REVISION, help_text="A revision: the changeset to land.")
+    title = Patterned(
+        schema.TEXT, required=False, allow_blank=True, max_length=300, help_text="At most 300 characters."
+    )
+
+
+class Integrate(Body):
+    """Empty: integrating takes no options in the body (``{}``)."""
+
 
 # --- shared schema helpers -----------------------------------------------------------------
 

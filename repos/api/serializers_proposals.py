@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from .serializers import ConflictSerializer
+from .serializers import Body, ConflictSerializer
 
 
 class VersionSerializer(serializers.Serializer):
@@ -55,28 +55,30 @@ class ResolverListSerializer(serializers.Serializer):
     resolvers = ResolverSerializer(many=True)
 
 
-class _Strict(serializers.Serializer):
-    """A request body: unknown fields are refused (the service names them in a 400 ``invalid``)."""
-
-
-class ResolutionItem(_Strict):
+class ResolutionItem(Body):
     path = serializers.CharField()
-    content = serializers.CharField(required=False, allow_blank=True, help_text="The resolved text (utf-8) …")
+    content = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, help_text="The resolved text (utf-8) …"
+    )
     blob = serializers.CharField(required=False, help_text="… or an uploaded blob id …")
     delete = serializers.BooleanField(required=False, help_text="… or true: the path is removed.")
 
 
-class ResolveRequest(_Strict):
+class ResolveRequest(Body):
     stream_head = serializers.CharField(help_text="The stream head the conflicts were resolved against.")
-    resolutions = ResolutionItem(many=True)
-    message = serializers.CharField(required=False)
+    resolutions = ResolutionItem(many=True, allow_empty=False)
+    message = serializers.CharField(required=False, trim_whitespace=False)
     provenance = serializers.DictField(required=False, help_text='{"agent", …}: who resolved')
 
 
-class RevisionCreate(_Strict):
+class RevisionCreate(Body):
     head = serializers.CharField(help_text="A revision: the proposal's new head.")
 
 
-class ResolverCreate(_Strict):
+class ProposalAction(Body):
+    """Empty: closing and reopening take no options (``{}``)."""
+
+
+class ResolverCreate(Body):
     pattern = serializers.CharField(help_text="A glob: without '/' it matches the file name at any depth.")
     rule = serializers.ChoiceField(choices=["union", "ours", "theirs"])

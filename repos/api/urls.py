@@ -8,7 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_content, views_history, views_proposals
+from . import views, views_content, views_history, views_landing, views_proposals
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -24,6 +24,7 @@ urlpatterns = [
     path("repos", views.ReposView.as_view(), name="repos"),
     path("repos/<str:repo>", views.RepoView.as_view(), name="repo"),
     path("repos/<str:repo>/streams", views.StreamsView.as_view(), name="streams"),
+    path("repos/<str:repo>/streams/<path:stream>/land", views_landing.LandView.as_view(), name="land"),
     path("repos/<str:repo>/streams/<path:stream>", views.StreamView.as_view(), name="stream"),
     path("repos/<str:repo>/blobs", views_content.BlobsView.as_view(), name="blobs"),
     path("repos/<str:repo>/blobs/batch", views_content.BlobBatchView.as_view(), name="blob-batch"),
@@ -56,5 +57,10 @@ urlpatterns = [
     path("repos/<str:repo>/log", views_history.LogView.as_view(), name="log"),
     path("repos/<str:repo>/events", EventsView.as_view(), name="events"),
     path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
-    path("docs", SpectacularRedocView.as_view(url_name="api:schema", **PUBLIC), name="docs"),
+    # Redoc from drf-spectacular-sidecar's static files (WhiteNoise), never from a CDN.
+    path(
+        "docs",
+        SpectacularRedocView.as_view(url_name="api:schema", template_name="repos/api_docs.html", **PUBLIC),
+        name="docs",
+    ),
 ]

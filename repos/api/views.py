@@ -14,11 +14,27 @@ from rest_framework.response import Response
 from ..models import Operation
 from ..services import integration, proposals, repositories
 from . import serializers as s
-from .base import PAGE_PARAMETERS, ApiView, json_body, page, query_number, repository
+from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
+from .idempotency import IDEMPOTENCY_KEY, created, idempotent, integration_of
+from .schema import id_parameter
 
 #: The longest ``?wait=`` the integrate endpoint honours, seconds.
 MAX_INTEGRATE_WAIT_S = 60.0
+
+
+#: The ``?wait=`` parameter of the endpoints that integrate (integrate, resolve).
+WAIT_PARAMETER = OpenApiParameter(
+    "wait",
+    {"type": "number", "minimum": 0, "maximum": MAX_INTEGRATE_WAIT_S},
+    description=f"Seconds to wait for the outcome (default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
+)
+
+
+def integrate_wait(request) -> float:
+    """How long to wait for an integration's outcome: ``?wait=``, read before anything is done."""
+    default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
+    return query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
 
 
 def integration_responses(outcomes: str) -> dict:
@@ -30,20 +46,13 @@ def integration_responses(outcomes: str) -> dict:
     }
 
 
-#: The ``?wait=`` parameter of the endpoints that integrate (integrate, resolve).
-WAIT_PARAMETER = OpenApiParameter(
-    "wait",
-    float,
-    description=f"Seconds to wait for the outcome (default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
-)
-
-
 @extend_schema(tags=["repositories"])
 class ReposView(ApiView):
     scopes = {"POST": "admin"}
 
     @extend_schema(
         operation_id="repos_list",
+        summary="List repositories",
         parameters=PAGE_PARAMETERS,
         responses={200: s.RepositoryListSerializer, **s.errors(400)},
     )
@@ -52,17 +61,23 @@ class ReposView(ApiView):
         repos, next_cursor = page(repositories.list_repositories(), request, "name")
         return Response({"repos": s.RepositorySerializer(repos, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.RepositoryCreate, responses={201: s.RepositorySerializer, **s.errors(400)})
+    @extend_schema(
+        summary="Create a repository",
+        request=s.RepositoryCreate,
+        responses={201: s.RepositorySerializer, **s.errors(400, 409)},
+    )
     def post(self, request):
-        """Create a repository (scope ``admin``); its default stream ``main`` starts empty."""
-        created = repositories.create_repository(json_body(request).get("name"))
+        """Create a repository (scope ``admin``); its default stream ``main`` starts empty.
+        A name that is taken answers 409 ``already_exists``."""
+        created = repositories.create_repository(validated(s.RepositoryCreate, request)["name"])
         return Response(s.RepositorySerializer(created).data, status=201)
 
 
 @extend_schema(tags=["repositories"])
 class RepoView(ApiView):
-    @extend_schema(responses={200: s.RepositorySerializer, **s.errors(404)})
+    @extend_schema(summary="Get a repository", responses={200: s.RepositorySerializer, **s.errors(404)})
     def get(self, request, repo):
+        """The repository: its name, default stream, object format and creation time."""
         return Response(s.RepositorySerializer(repository(repo)).data)
 
 
@@ -70,6 +85,7 @@ class RepoView(ApiView):
 class StreamsView(ApiView):
     @extend_schema(
         operation_id="repos_streams_list",
+        summary="List streams",
         parameters=PAGE_PARAMETERS,
         responses={200: s.StreamListSerializer, **s.errors(400, 404)},
     )
@@ -78,11 +94,16 @@ class StreamsView(ApiView):
         streams, next_cursor = page(repository(repo).streams.all(), request, "name")
         return Response({"streams": s.StreamSerializer(streams, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.StreamCreate, responses={201: s.StreamSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Create a stream",
+        request=s.StreamCreate,
+        responses={201: s.StreamSerializer, **s.errors(400, 404, 409)},
+    )
     def post(self, request, repo):
-        """Create a stream at the revision ``from`` (empty when omitted)."""
-        body = json_body(request)
-        stream = repositories.create_stream(repository(repo), body.get("name"), body.get("from"))
+        """Create a stream at the revision ``from`` (empty when omitted or null). A name that is
+        taken answers 409 ``already_exists``; an unknown ``from`` 404."""
+        body = validated(s.StreamCreate, request)
+        stream = repositories.create_stream(repository(repo), body["name"], body.get("from"))
         return Response(s.StreamSerializer(stream).data, status=201)
 
 
@@ -90,11 +111,12 @@ class StreamsView(ApiView):
 class StreamView(ApiView):
     scopes = {"DELETE": "admin"}
 
-    @extend_schema(responses={200: s.StreamSerializer, **s.errors(404)})
+    @extend_schema(summary="Get a stream", responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
+        """The stream's head (null while empty); a stream name may contain '/'."""
         return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
 
-    @extend_schema(responses={204: None, **s.errors(400, 404)})
+    @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(400, 404)})
     def delete(self, request, repo, stream):
         """Delete a stream (scope ``admin``; the default stream is refused) with its proposals;
         its changesets stay readable by id."""
@@ -106,9 +128,10 @@ class StreamView(ApiView):
 class ProposalsView(ApiView):
     @extend_schema(
         operation_id="repos_proposals_list",
+        summary="List proposals",
         parameters=[
             OpenApiParameter("state", str, enum=["open", "integrated", "conflicted", "closed"]),
-            OpenApiParameter("stream", str),
+            OpenApiParameter("stream", str, description="Only proposals to land on this stream."),
             *PAGE_PARAMETERS,
         ],
         responses={200: s.ProposalListSerializer, **s.errors(400, 404)},
@@ -120,24 +143,38 @@ class ProposalsView(ApiView):
         rows, next_cursor = page(found.select_related("author__user"), request, "id", descending=True, cursor_type=int)
         return Response({"proposals": s.ProposalSerializer(rows, many=True).data, "next": next_cursor})
 
-    @extend_schema(request=s.ProposalCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Open a proposal",
+        request=s.ProposalCreate,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo):
-        """Open a proposal to land ``head`` on ``stream``."""
-        body = json_body(request)
-        proposal = proposals.open_proposal(
-            repository(repo),
-            stream=body.get("stream"),
-            head=body.get("head"),
-            title=body.get("title", ""),
-            credential=request.auth,
-        )
-        return Response(s.ProposalSerializer(proposal).data, status=201)
+        """Open a proposal to land ``head`` on ``stream`` (404 if either is unknown)."""
+        body = validated(s.ProposalCreate, request)
+
+        def open_one() -> dict:
+            proposal = proposals.open_proposal(
+                repository(repo),
+                stream=body["stream"],
+                head=body["head"],
+                title=body.get("title", ""),
+                credential=request.auth,
+            )
+            return s.ProposalSerializer(proposal).data
+
+        return created(request, open_one)
 
 
 @extend_schema(tags=["proposals"])
 class ProposalView(ApiView):
-    @extend_schema(responses={200: s.ProposalSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="Get a proposal",
+        parameters=[id_parameter("proposal_id")],
+        responses={200: s.ProposalSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, proposal_id):
+        """The proposal: its state, head, and once integrated its outcome and resulting changeset."""
         return Response(s.ProposalSerializer(proposals.get_proposal(repository(repo), proposal_id)).data)
 
 
@@ -146,22 +183,28 @@ class IntegrateView(ApiView):
     scopes = {"POST": "integrate"}
 
     @extend_schema(
-        request=s.EmptyBody,
-        parameters=[WAIT_PARAMETER],
+        summary="Integrate a proposal",
+        request=s.Integrate,
+        parameters=[
+            id_parameter("proposal_id"),
+            IDEMPOTENCY_KEY,
+            WAIT_PARAMETER,
+        ],
         responses=integration_responses("fast_forward, merge, conflict, already_integrated"),
     )
     def post(self, request, repo, proposal_id):
-        """Integrate the proposal (scope ``integrate``); asking again answers the first outcome."""
-        json_body(request)  # nothing in it is read, but it must be JSON
+        """Integrate the proposal (scope ``integrate``); asking again answers the first outcome.
+        409 ``aborted`` (retryable) when the stream kept moving; 202 when the outcome is not
+        there within ``?wait=``: poll the operation."""
+        validated(s.Integrate, request)  # nothing in it is read, but it must be ``{}``
         wait = integrate_wait(request)
-        proposal = proposals.get_proposal(repository(repo), proposal_id)
-        return operation_answer(integration.wait_for(integration.request_integration(proposal), wait))
-
-
-def integrate_wait(request) -> float:
-    """How long to wait for an integration's outcome: ``?wait=``, read before anything is done."""
-    default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
-    return query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        found = repository(repo)
+        proposal = proposals.get_proposal(found, proposal_id)
+        return idempotent(
+            request,
+            lambda: {"operation": integration.request_integration(proposal).pk},
+            lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
+        )
 
 
 def operation_answer(operation: Operation) -> Response:
@@ -182,7 +225,11 @@ def operation_answer(operation: Operation) -> Response:
 
 @extend_schema(tags=["proposals"])
 class OperationView(ApiView):
-    @extend_schema(responses={200: s.OperationSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="Get an operation",
+        parameters=[id_parameter("operation_id")],
+        responses={200: s.OperationSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, operation_id):
         """An integration operation: queued, done (with ``outcome``) or failed (with ``error``)."""
         return Response(s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data)

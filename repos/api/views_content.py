@@ -13,8 +13,11 @@ from rest_framework.response import Response
 from ..errors import Invalid, NotFound
 from ..services import content, reads
 from ..services.repositories import split_rev_path
+from . import schema
 from . import serializers as s
-from .base import ApiView, json_body, read_body, repository
+from .base import ApiView, read_body, repository, validated
+from .idempotency import IDEMPOTENCY_KEY, created
+from .schema import BLOB_ID, FILE_PATH, REV
 
 RAW_BODY = {"application/octet-stream": OpenApiTypes.BINARY}
 OCTET_STREAM = "application/octet-stream"
@@ -29,7 +32,7 @@ def raw_response(data: bytes, etag: str | None = None) -> HttpResponse:
 
 @extend_schema(tags=["content"])
 class BlobsView(ApiView):
-    @extend_schema(request=RAW_BODY, responses={201: s.BlobIdSerializer, **s.errors(404, 413)})
+    @extend_schema(summary="Upload a blob", request=RAW_BODY, responses={201: s.BlobIdSerializer, **s.errors(404, 413)})
     def post(self, request, repo):
         """Store the body's bytes as a blob; answers its id."""
         oid, created = content.upload_blob(repository(repo), read_body(request))
@@ -38,10 +41,15 @@ class BlobsView(ApiView):
 
 @extend_schema(tags=["content"])
 class BlobBatchView(ApiView):
-    @extend_schema(request=s.BlobBatch, responses={201: s.BlobIdsSerializer, **s.errors(400, 404, 413)})
+    @extend_schema(
+        summary="Upload blobs in a batch",
+        request=s.BlobBatch,
+        responses={201: s.BlobIdsSerializer, **s.errors(400, 404, 413)},
+    )
     def post(self, request, repo):
-        """Store several blobs at once (one pack, one fsync); all or nothing."""
-        blobs = decode_batch(json_body(request).get("blobs"))
+        """Store several blobs at once (one pack, one fsync); all or nothing. 400 ``invalid``
+        (with the index of each in ``details``) when some bytes do not hash to their ``id``."""
+        blobs = decode_batch(validated(s.BlobBatch, request)["blobs"])
         return Response({"ids": content.upload_blobs(repository(repo), blobs)}, status=201)
 
 
@@ -76,12 +84,16 @@ def _decode_item(item: object) -> bytes:
 
 @extend_schema(tags=["content"])
 class BlobView(ApiView):
-    @extend_schema(responses={**s.BINARY, **s.errors(400, 404)})
+    @extend_schema(summary="Download a blob", parameters=[BLOB_ID], responses={**s.BINARY, **s.errors(400, 404)})
     def get(self, request, repo, blob_id):
         """The blob's raw bytes."""
         return raw_response(content.read_blob(repository(repo), blob_id), etag=blob_id)
 
-    @extend_schema(responses={200: OpenApiResponse(description="The blob exists."), **s.errors(400, 404)})
+    @extend_schema(
+        summary="Check that a blob exists",
+        parameters=[BLOB_ID],
+        responses={200: OpenApiResponse(description="The blob exists."), **s.errors(400, 404)},
+    )
     def head(self, request, repo, blob_id):
         """Whether the blob exists (200) or not (404), without its bytes."""
         if not content.has_blob(repository(repo), blob_id):
@@ -89,6 +101,8 @@ class BlobView(ApiView):
         return HttpResponse(content_type=OCTET_STREAM)
 
     @extend_schema(
+        summary="Upload a blob under its id",
+        parameters=[BLOB_ID],
         request=RAW_BODY,
         responses={
             201: OpenApiResponse(s.BlobIdSerializer, description="Stored."),
@@ -104,44 +118,64 @@ class BlobView(ApiView):
 
 @extend_schema(tags=["content"])
 class ChangesetsView(ApiView):
-    @extend_schema(request=s.ChangesetCreate, responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)})
+    @extend_schema(
+        summary="Write a changeset",
+        request=s.ChangesetCreate,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)},
+    )
     def post(self, request, repo):
-        """Write a changeset from a parent (or ``parents``: a merge) and operations; nothing is
-        written if anything is refused."""
-        body = json_body(request)
-        changeset = content.create_changeset(
-            repository(repo),
-            parent=content.parents_of(body),
-            operations=body.get("operations"),
-            message=body.get("message", ""),
-            provenance={} if body.get("provenance") is None else body["provenance"],
-            credential=request.auth,
-        )
-        return Response(s.ChangesetSerializer(changeset).data, status=201)
+        """Write a changeset from a parent (null: a root changeset; ``parents``: a merge) and operations; nothing is
+        written if anything is refused. Beyond the schema, 400 ``invalid`` (with ``details``) when
+        a blob is missing, a write names both or neither of ``blob`` and ``content``, or the
+        operations contradict each other or the parent's tree; 404 when the parent is unknown."""
+        body = validated(s.ChangesetCreate, request)
+
+        def write() -> dict:
+            changeset = content.create_changeset(
+                repository(repo),
+                parent=content.parents_of(body),
+                operations=body["operations"],
+                message=body.get("message", ""),
+                provenance={} if body.get("provenance") is None else body["provenance"],
+                credential=request.auth,
+            )
+            return s.ChangesetSerializer(changeset).data
+
+        return created(request, write)
 
 
 @extend_schema(tags=["content"])
 class ChangesetView(ApiView):
-    @extend_schema(responses={200: s.ChangesetSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Get a changeset",
+        parameters=[OpenApiParameter("changeset_id", schema.OBJECT_ID, location=OpenApiParameter.PATH)],
+        responses={200: s.ChangesetSerializer, **s.errors(400, 404)},
+    )
     def get(self, request, repo, changeset_id):
+        """The changeset: parents, tree, message, and for those written here the operations and provenance."""
         return Response(s.ChangesetSerializer(content.get_changeset(repository(repo), changeset_id)).data)
 
 
 @extend_schema(tags=["content"])
 class TreeView(ApiView):
     @extend_schema(
-        parameters=[OpenApiParameter("path", str, description="A directory; the root when omitted.")],
+        summary="List a directory",
+        parameters=[
+            REV,
+            OpenApiParameter("path", schema.REPOSITORY_PATH, description="A directory; the root when omitted."),
+        ],
         responses={200: s.TreeSerializer, **s.errors(400, 404)},
     )
     def get(self, request, repo, rev):
         """The entries of a directory at a revision."""
         path = request.query_params.get("path") or ""
-        return Response({"path": path.strip("/"), "entries": reads.tree(repository(repo), rev, path)})
+        return Response({"path": path, "entries": reads.tree(repository(repo), rev, path)})
 
 
 @extend_schema(tags=["content"])
 class FileView(ApiView):
-    @extend_schema(responses={**s.BINARY, **s.errors(400, 404)})
+    @extend_schema(summary="Download a file", parameters=[REV, FILE_PATH], responses={**s.BINARY, **s.errors(400, 404)})
     def get(self, request, repo, rev, path):
         """The raw bytes of a file at a revision (a stream name may contain '/')."""
         found = repository(repo)

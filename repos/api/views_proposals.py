@@ -7,19 +7,20 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from ..errors import Invalid
 from ..services import integration, proposals, resolution
 from . import serializers as s
 from . import serializers_proposals as sp
-from .base import ApiView, json_body, repository
+from .base import ApiView, repository, validated
 from .views import WAIT_PARAMETER, integrate_wait, integration_responses, operation_answer
 
 
-def _no_fields(body: dict) -> None:
-    """Refuse a body's fields (these endpoints take none, or only those already read)."""
-    if body:
-        names = sorted(body)
-        raise Invalid(f"unknown field(s): {', '.join(names)}", details=[{"field": name} for name in names])
+def _plain(value):
+    """Validated data as plain dicts and lists (what the services take)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
 
 
 @extend_schema(tags=["proposals"])
@@ -53,7 +54,7 @@ class ResolveView(ApiView):
         ``stream_head`` with the resolutions and lands it (scope ``integrate``)."""
         # Idempotency-Key (API.md): resolve is one of the creating POSTs a retried key answers
         # once; the idempotency layer (issue 12, with .../land) wraps this view as it does integrate.
-        body, wait = json_body(request), integrate_wait(request)
+        body, wait = _plain(validated(sp.ResolveRequest, request)), integrate_wait(request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
         operation = resolution.resolve(proposal, body, credential=request.auth)
         return operation_answer(integration.wait_for(operation, wait))
@@ -70,19 +71,18 @@ class RevisionsView(ApiView):
     @extend_schema(request=sp.RevisionCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
     def post(self, request, repo, proposal_id):
         """Give the proposal a new head (its next revision); integrating integrates the latest."""
-        body = json_body(request)
-        _no_fields({key: value for key, value in body.items() if key != "head"})
+        body = validated(sp.RevisionCreate, request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
-        revised = proposals.revise(proposal, body.get("head"), credential=request.auth)
+        revised = proposals.revise(proposal, body["head"], credential=request.auth)
         return Response(s.ProposalSerializer(revised).data, status=201)
 
 
 @extend_schema(tags=["proposals"])
 class CloseView(ApiView):
-    @extend_schema(request=s.EmptyBody, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(request=sp.ProposalAction, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
     def post(self, request, repo, proposal_id):
         """Close the proposal: it is never integrated while closed."""
-        _no_fields(json_body(request))
+        validated(sp.ProposalAction, request)
         return Response(
             s.ProposalSerializer(proposals.close(proposals.get_proposal(repository(repo), proposal_id))).data
         )
@@ -90,10 +90,10 @@ class CloseView(ApiView):
 
 @extend_schema(tags=["proposals"])
 class ReopenView(ApiView):
-    @extend_schema(request=s.EmptyBody, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(request=sp.ProposalAction, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
     def post(self, request, repo, proposal_id):
         """Reopen a closed proposal."""
-        _no_fields(json_body(request))
+        validated(sp.ProposalAction, request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
         return Response(s.ProposalSerializer(proposals.reopen(proposal)).data)
 
@@ -112,7 +112,7 @@ class ResolversView(ApiView):
     def post(self, request, repo):
         """Add a rule (scope ``admin``): paths matching ``pattern`` merge conflicting content by
         ``rule`` (union, ours, theirs) before anything is reported as a conflict."""
-        rule = resolution.add_rule(repository(repo), json_body(request))
+        rule = resolution.add_rule(repository(repo), dict(validated(sp.ResolverCreate, request)))
         return Response(sp.ResolverSerializer(rule).data, status=201)
 
 

@@ -6,6 +6,9 @@ tasks, the git bridge) and the engine.
 * ``proposals``    — opening and listing proposals.
 * ``integration``  — the landing queue: the only code that moves a stream head.
 * ``reads``        — tree, file, diff, blame and log.
+* ``browse``       — what the web UI reads beyond those: entries, file changes, commit descriptions,
+                     merge bases, path search, recent events, remembered blames.
+* ``access``       — people's read access to repositories in the web UI: grant, revoke, check.
 * ``derived``      — graph nodes and the path index: written with each landing, read by log.
 * ``credentials``  — API tokens: create, authenticate, revoke, scopes.
 * ``ratelimit``    — a token bucket per credential, shared by every server process.

@@ -29,6 +29,11 @@ from .credentials import authenticate_token, require_scope
 BEARER, BASIC, QUERY = "bearer", "basic", "query"
 #: Where the ASGI middleware puts a request's Admission in the scope (agentgit_site/guards.py).
 SCOPE_KEY = "agentgit.admission"
+REALM = "agentgit"
+#: The WWW-Authenticate challenge of a 401 for API clients.
+BEARER_CHALLENGE = f'Bearer realm="{REALM}"'
+#: The challenge git clients understand (they answer it with the token as the password).
+BASIC_CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
 #: Sent when no credential came with the request.
 NO_CREDENTIAL = "authentication required: send 'Authorization: Bearer <token>'"
 
@@ -72,8 +77,9 @@ class Admission:
             raise self._outcome
         return self._outcome
 
-    def admit(self, scope: str) -> Credential:
-        """The credential, if it has ``scope`` and its bucket has a token (taken once per request).
+    def admit(self, scope: str, *alternatives: str) -> Credential:
+        """The credential, if it has ``scope`` (or one of the ``alternatives``: a git push needs
+        ``write`` or ``integrate``) and its bucket has a token (taken once per request).
 
         Raises Unauthenticated (nothing presented, or a bad token), Forbidden (the scope is
         missing) or RateLimited (the bucket is empty; with the wait), in that order.
@@ -81,7 +87,8 @@ class Admission:
         credential = self.credential()
         if credential is None:
             raise Unauthenticated(NO_CREDENTIAL)
-        require_scope(credential, scope)
+        if not any(credential.has_scope(other) for other in alternatives):
+            require_scope(credential, scope)
         if not self._admitted:
             ratelimit.take(credential)
             self._admitted = True

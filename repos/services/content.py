@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
 
 from engine import changeset as engine_changeset
 from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
+from engine.renames import detect_renames
+from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
 
 from ..errors import Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Repository
+from . import refmirror
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -165,6 +169,7 @@ def create_changeset(
         # resource they asked for (404).
         raise from_engine(error, missing=Invalid) from None
     commit = store.read_commit(commit_id)
+    refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
     try:
         with transaction.atomic():
             return Changeset.objects.create(
@@ -211,3 +216,84 @@ def author_signature(provenance: dict, credential: Credential | None) -> Signatu
     name = "".join(c for c in name if c not in "<>\n\x00")[:100] or "agent"
     email = "".join(c for c in email if c not in "<>\n\x00 ")[:100]
     return Signature(name, email, int(time.time()))
+
+
+#: Commits recorded per query and bulk insert by :func:`record_commits`.
+RECORD_CHUNK = 500
+
+
+def record_commits(
+    repository: Repository,
+    commit_ids: list[str],
+    *,
+    credential: Credential | None,
+    provenance: dict,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Record commits that arrived by git (a push, an import) as changesets; returns how many were new.
+
+    Each one's operation list is derived from its diff against its first parent, renames
+    detected (a rename that also changed the content carries the new ``blob``). The caller has
+    protected the commits in the ref mirror; rows already there are left as they are.
+    ``progress(n)`` is told of every ``n`` commits done.
+    """
+    new = 0
+    for start in range(0, len(commit_ids), RECORD_CHUNK):
+        chunk = commit_ids[start : start + RECORD_CHUNK]
+        new += _record_chunk(repository, chunk, credential, provenance)
+        if progress is not None:
+            progress(len(chunk))
+    return new
+
+
+def _record_chunk(
+    repository: Repository, commit_ids: list[str], credential: Credential | None, provenance: dict
+) -> int:
+    store = store_for(repository.name)
+    known = set(
+        Changeset.objects.filter(repository=repository, commit_id__in=commit_ids).values_list("commit_id", flat=True)
+    )
+    rows = []
+    for commit_id in commit_ids:
+        if commit_id in known:
+            continue
+        commit = store.read_commit(commit_id)
+        parent_tree = store.read_commit(commit.parents[0]).tree if commit.parents else None
+        rows.append(
+            Changeset(
+                repository=repository,
+                commit_id=commit_id,
+                parents=list(commit.parents),
+                tree=commit.tree,
+                message=commit.message,
+                operations=operations_of(store, parent_tree, commit.tree),
+                provenance=provenance,
+                credential=credential,
+            )
+        )
+    Changeset.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def operations_of(store, old_tree: str | None, new_tree: str) -> list[dict]:
+    """The operation list (API.md's shape) that turns ``old_tree`` into ``new_tree``."""
+    changes = diff_trees(store, old_tree, new_tree)
+    deletes = any(isinstance(change, Deleted) for change in changes)
+    adds = any(isinstance(change, Added) for change in changes)
+    # Renames pair deletions with additions; without both there are none to look for (an
+    # import's first commit, a push of new files: thousands of changes, no pass over them).
+    operations: list[dict] = []
+    found: list[FileChange] = list(detect_renames(store, changes) if deletes and adds else changes)
+    for change in found:
+        if isinstance(change, Deleted):
+            operations.append({"op": "delete", "path": change.path})
+        elif isinstance(change, Renamed):
+            operation = {"op": "rename", "from": change.old_path, "to": change.path}
+            if change.old != change.new:
+                operation.update(blob=change.new.id, mode=f"{change.new.mode:o}")
+            operations.append(operation)
+        else:
+            operations.append(
+                {"op": "write", "path": change.path, "blob": change.new.id, "mode": f"{change.new.mode:o}"}
+            )
+    return operations

@@ -36,13 +36,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from engine.errors import EngineError
+from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
 from engine.store import ObjectStore
 
 from ..errors import Aborted, ApiError, Invalid, NotFound, from_engine
 from ..models import Changeset, Operation, Proposal, ProposalRevision, Repository, Stream
-from . import derived, metrics
+from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
 from .events import PROPOSAL_CONFLICT, STREAM_DELETED, STREAM_INTEGRATE, append_event
 from .stores import server_signature, store_for
@@ -142,7 +143,8 @@ class Recovery(NamedTuple):
 def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery:
     """Finish what a crash (or an upgrade) left behind: land every queued operation, then derive
     every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
-    start, on the beat schedule and by ``make serve``."""
+    start, on the beat schedule and by ``make serve``; the ref mirror is rebuilt beside it
+    (``refmirror.rebuild_all``: by ``agentgit_recover``, at worker start and by maintenance)."""
     stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
     return Recovery(landed, derived.derive_missing(progress))
@@ -231,6 +233,13 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         (integration.outcome.value if integration is not None else "failed", operation.created, operation.finished)
         for operation, integration, _error in results
     )
+    integrated = [
+        (operation.proposal_id, operation.proposal.head)
+        for operation, integration, _error in results
+        if integration is not None and integration.outcome != Outcome.CONFLICT
+    ]
+    if head != stream.head or integrated:
+        refmirror.follow_landing(repository, stream.name, integrated)
     return len(operations)
 
 
@@ -289,6 +298,72 @@ def _record(
         append_event(stream.repository, STREAM_INTEGRATE, payload)
 
 
+class NotFastForward(Exception):
+    """A push that would not fast-forward the stream (or raced another change): refused, nothing moved."""
+
+
+def push_fast_forward(stream: Stream, expected: str | None, new: str, credential, *, via: str = "git push") -> dict:
+    """Move ``stream`` from ``expected`` to ``new`` by fast-forward only (a git push to
+    ``refs/heads/S``): one transaction holding the stream's row lock, with a proposal and an
+    operation recording it (done, ``fast_forward``) and its ``stream.integrate`` event, as a
+    landing records one. Raises :class:`NotFastForward` with what to do instead.
+    """
+    repository = stream.repository
+    store = store_for(repository.name)
+    with transaction.atomic():
+        locked = Stream.objects.select_for_update(of=("self",), no_key=True).get(pk=stream.pk)
+        if locked.head != expected:
+            raise NotFastForward(
+                f"stale: {locked.name} is at {locked.head or 'nothing'} now, not {expected or 'nothing'}; "
+                "fetch and push again"
+            )
+        known = derived.refresh(repository, store)
+        if locked.head is not None and not is_ancestor(store, locked.head, new):
+            raise NotFastForward(f"not a fast-forward; push to refs/for/{locked.name} to have the server merge it")
+        moved = Stream.objects.filter(pk=locked.pk, version=locked.version).update(
+            head=new, version=F("version") + 1, updated=timezone.now()
+        )
+        if moved != 1:  # cannot happen under the row lock; never move a head blindly
+            raise NotFastForward(f"{locked.name} changed meanwhile; fetch and push again")
+        now = timezone.now()
+        outcome = {"outcome": Outcome.FAST_FORWARD.value, "changeset": new, "stream_head": new, "conflicts": []}
+        proposal = Proposal.objects.create(
+            repository=repository,
+            stream=locked,
+            head=new,
+            title=f"{via} to {locked.name}",
+            author=credential,
+            state=Proposal.State.INTEGRATED,
+            outcome=Outcome.FAST_FORWARD.value,
+            result_changeset=new,
+            result_head=new,
+        )
+        operation = Operation.objects.create(
+            repository=repository,
+            stream=locked,
+            proposal=proposal,
+            state=Operation.State.DONE,
+            attempts=1,
+            finished=now,
+            outcome={**outcome, "operation": None, "proposal": proposal.pk},
+        )
+        Operation.objects.filter(pk=operation.pk).update(
+            outcome={**outcome, "operation": operation.pk, "proposal": proposal.pk}
+        )
+        payload = {
+            "stream": locked.name,
+            "proposal": proposal.pk,
+            "outcome": Outcome.FAST_FORWARD.value,
+            "head": new,
+            "changeset": new,
+        }
+        append_event(repository, STREAM_INTEGRATE, payload)
+        if not derived.derive_landed(repository, store, new, known):
+            after_commit(DERIVE_MISSING)
+    refmirror.follow_landing(repository, locked.name, [(proposal.pk, new)])
+    return {**outcome, "operation": operation.pk, "proposal": proposal.pk}
+
+
 def outcome_document(integration: Integration) -> dict:
     """The outcome as API.md spells it."""
     return {
@@ -332,6 +407,8 @@ def delete_stream(repository: Repository, name: str) -> None:
         head = stream.head
         stream.delete()
         append_event(repository, STREAM_DELETED, {"stream": name, "head": head})
+    # The git branch goes too; the objects stay (maintenance never prunes), readable by id.
+    refmirror.follow_stream(repository, name)
 
 
 def _abort_queued(stream_id: int, attempts: int) -> int:

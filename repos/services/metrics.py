@@ -28,7 +28,8 @@ a count over a whole table):
     agentgit_landing_queue_depth                           operations queued
     agentgit_landing_queue_oldest_seconds                  age of the oldest queued operation
 
-Repack state (the git bridge, issue 8) joins :data:`SCRAPE_COLLECTORS` when it exists.
+Repack state is counted by the process that runs maintenance (runs by outcome, their duration, the
+loose objects rolled up): O(1) at scrape time, whatever the number of repositories.
 """
 
 from __future__ import annotations
@@ -103,6 +104,13 @@ EVENT_RELAY_LAG = Histogram(
     "agentgit_event_relay_lag_seconds", "Time from an event's creation to a feed sending it.", buckets=BUCKETS,
     registry=None,
 )  # fmt: skip
+REPACKS = Counter(
+    "agentgit_repacks", "Maintenance runs over a repository (done, skipped, failed).", ["outcome"], registry=None
+)
+REPACK_SECONDS = Histogram("agentgit_repack_duration_seconds", "Time a repack took.", buckets=BUCKETS, registry=None)
+LOOSE_OBJECTS_PACKED = Counter(
+    "agentgit_loose_objects_packed", "Loose objects maintenance rolled up into packs.", registry=None
+)
 CACHE_LOOKUPS = Counter(
     "agentgit_object_cache_lookups", "Lookups of the engine's parsed-object caches.", ["cache", "result"],
     registry=None,
@@ -156,6 +164,14 @@ def observe_shed() -> None:
     SHED.inc()
 
 
+def observe_repack(outcome: str, seconds: float, loose_before: int, loose_after: int) -> None:
+    """One maintenance run over a repository (repos.services.maintenance)."""
+    REPACKS.labels(outcome).inc()
+    if outcome == "done":
+        REPACK_SECONDS.observe(seconds)
+        LOOSE_OBJECTS_PACKED.inc(max(0, loose_before - loose_after))
+
+
 def observe_relayed(created: Iterable[datetime]) -> None:
     """Events a feed is sending now, by their commit times."""
     now = timezone.now()
@@ -192,7 +208,7 @@ def landing_queue() -> Iterator[Metric]:
 
 
 #: Scrape-time readings of shared state (the database), computed by the process answering the
-#: scrape. Repack state (issue 8, the git bridge) belongs here.
+#: scrape.
 SCRAPE_COLLECTORS: list[Callable[[], Iterable[Metric]]] = [landing_queue]
 
 

@@ -17,6 +17,7 @@ from engine.conflicts import ConflictDetail, conflict_package
 from ..errors import Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository
+from . import refmirror
 from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event
 from .integration import resolver_rules
 from .repositories import get_stream, resolve_rev
@@ -40,6 +41,7 @@ def open_proposal(
         ProposalRevision.objects.create(
             proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
         )
+        refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
         append_event(repository, PROPOSAL_OPENED, {"proposal": proposal.pk, "stream": stream, "head": head_id})
     return proposal
 
@@ -66,7 +68,8 @@ def list_proposals(repository: Repository, *, state: str | None = None, stream: 
             raise Invalid(f"state is one of {', '.join(Proposal.State.values)}")
         proposals = proposals.filter(state=state)
     if stream:
-        proposals = proposals.filter(stream__name=stream)
+        # No stream name holds NUL, and PostgreSQL refuses it in a query parameter.
+        proposals = proposals.filter(stream__name=stream) if "\x00" not in stream else proposals.none()
     return proposals.order_by("-id")
 
 
@@ -83,6 +86,7 @@ def add_revision(
     revision = ProposalRevision.objects.create(
         proposal=proposal, number=last + 1, head=head, kind=kind, author=credential
     )
+    refmirror.protect_proposal(proposal.repository, proposal.pk, head)  # before the row commits
     proposal.head = head
     proposal.state = Proposal.State.OPEN
     proposal.outcome = proposal.result_changeset = proposal.result_head = ""

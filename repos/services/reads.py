@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from engine import history
+from engine.errors import WrongObjectType
 from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
 from engine.store import ObjectStore
@@ -28,8 +29,11 @@ def tree(repository: Repository, rev: str, path: str | None = None) -> list[dict
     """The entries of the directory at ``path`` (the root when empty) in the changeset ``rev``."""
     store = store_for(repository.name)
     commit = store.read_commit(resolve_rev(repository, rev))
-    prefix = path.strip("/") if path else ""
-    entries = subtree(store, commit.tree, prefix or None)
+    prefix = path or ""
+    try:
+        entries = subtree(store, commit.tree, prefix or None)
+    except WrongObjectType:
+        raise NotFound(f"{prefix!r} is a file, not a directory, at {rev}") from None
     base = prefix + "/" if prefix else ""
     return [
         {
@@ -51,7 +55,7 @@ def read_file(repository: Repository, rev: str, path: str) -> bytes:
     if entry is None:
         raise NotFound(f"no file {path!r} at {rev}")
     if entry.mode == MODE_TREE:
-        raise Invalid(f"{path!r} is a directory; list it with the tree endpoint")
+        raise NotFound(f"{path!r} is a directory, not a file, at {rev}: list it with the tree endpoint")
     return store.read_blob(entry.id)
 
 
@@ -107,7 +111,10 @@ def _patch_content(store: ObjectStore, entry: Entry | None) -> bytes:
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:
     store = store_for(repository.name)
     index = derived.path_index(repository, store)
-    lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
+    try:
+        lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
+    except WrongObjectType:
+        raise NotFound(f"{path!r} is not a file at {rev}") from None
     return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]
 
 

@@ -3,59 +3,76 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
+from engine.errors import WrongObjectType
 from engine.objects import check_object_id, is_object_id
 
 from ..errors import AlreadyExists, Invalid, NotFound
 from ..lookups import Lookup
 from ..models import Repository, Stream
-from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event
+from . import refmirror
+from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event
 from .stores import store_for
 
-# Repository names become a directory and a URL segment (/git/{name}.git).
-_REPOSITORY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
-# Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
-# to a safe alphabet.
-_STREAM_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*\Z")
+# A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
+# ``PATTERN`` and no part of it matches the ``FORBIDDEN`` one.
+
+#: Repository names become a directory and a URL segment (/git/{name}.git).
+REPOSITORY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+REPOSITORY_NAME_FORBIDDEN = r"\.\.|\.git$"
+#: Stream names become git branch names (refs/heads/{name}): git's check-ref-format, simplified
+#: to a safe alphabet.
+STREAM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*$"
+STREAM_NAME_FORBIDDEN = r"\.\.|\.lock(?:/|$)"
+STREAM_NAME_MAX_LENGTH = 200
+
+
+def _matcher(pattern: str, forbidden: str) -> Callable[[str], bool]:
+    # ``$`` in a schema pattern is the end of the text (ECMA-262); in Python it is ``\Z``.
+    whole, part = re.compile(pattern.replace("$", r"\Z")), re.compile(forbidden.replace("$", r"\Z"))
+    return lambda name: whole.match(name) is not None and part.search(name) is None
+
+
+_is_repository_name = _matcher(REPOSITORY_NAME_PATTERN, REPOSITORY_NAME_FORBIDDEN)
+_is_stream_name = _matcher(STREAM_NAME_PATTERN, STREAM_NAME_FORBIDDEN)
 
 
 def check_repository_name(name: object) -> str:
-    if not isinstance(name, str) or not _REPOSITORY_NAME.match(name) or name.endswith(".git") or ".." in name:
+    if not isinstance(name, str) or not _is_repository_name(name):
         raise Invalid(
             "a repository name is 1-100 letters, digits, '.', '_' or '-', starts with a letter or digit, "
-            f"and does not end in '.git': {name!r}"
+            f"has no '..' and does not end in '.git': {name!r}"
         )
     return name
 
 
 def check_stream_name(name: object) -> str:
-    if (
-        isinstance(name, str)
-        and 0 < len(name) <= 200
-        and ".." not in name
-        and all(_STREAM_SEGMENT.match(s) and not s.endswith(".lock") for s in name.split("/"))
-    ):
-        return name
-    raise Invalid(
-        "a stream name is segments of letters, digits, '.', '_' or '-' separated by '/' "
-        f"(no '..', no segment ending in '.lock'): {name!r}"
-    )
+    if not isinstance(name, str) or not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
+        raise Invalid(
+            "a stream name is at most 200 characters: segments of letters, digits, '.', '_' or '-' separated "
+            f"by '/', each starting with a letter, digit or '_' (no '..', no segment ending in '.lock'): {name!r}"
+        )
+    return name
 
 
-def create_repository(name: str) -> Repository:
+def create_repository(name: str, default_stream: str = "main") -> Repository:
     """A new repository with its bare git repository and an empty default stream."""
     check_repository_name(name)
+    check_stream_name(default_stream)
     store_for(name)  # the directory exists before any row names it
     try:
         with transaction.atomic():
-            repository = Repository.objects.create(name=name)
+            repository = Repository.objects.create(name=name, default_stream=default_stream)
             stream = Stream.objects.create(repository=repository, name=repository.default_stream)
             append_event(repository, REPOSITORY_CREATED, {"name": name})
             append_event(repository, STREAM_CREATED, {"stream": stream.name, "head": None})
     except IntegrityError:
         raise AlreadyExists(f"a repository named {name!r} already exists") from None
+    refmirror.follow_head(repository)
     return repository
 
 
@@ -69,7 +86,8 @@ _BY_NAME = Lookup(Repository, "name")
 
 
 def get_repository(name: str) -> Repository:
-    found = _BY_NAME.get(name) if isinstance(name, str) else None
+    # NUL never is in a name, and PostgreSQL refuses it in a query parameter.
+    found = _BY_NAME.get(name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no repository named {name!r}")
     return found[0]
@@ -79,7 +97,7 @@ _STREAM_BY_NAME = Lookup(Stream, "repository", "name")
 
 
 def get_stream(repository: Repository, name: str) -> Stream:
-    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) else None
+    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) and "\x00" not in name else None
     if found is None:
         raise NotFound(f"no stream named {name!r} in {repository.name}")
     return found[0]
@@ -89,19 +107,29 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
     """A new stream whose head is the revision ``start`` (None or omitted: empty)."""
     check_stream_name(name)
     head = resolve_rev(repository, start) if start else None
+    # Streams are git branches: "a" and "a/b" cannot both exist (a file and a directory of refs/heads).
+    enclosing = ["/".join(name.split("/")[:cut]) for cut in range(1, name.count("/") + 1)]
+    clash = Stream.objects.filter(repository=repository).filter(Q(name__in=enclosing) | _name_prefix(name + "/"))
+    taken = clash.values_list("name", flat=True).first()
+    if taken is not None:
+        raise Invalid(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
     try:
         with transaction.atomic():
             stream = Stream.objects.create(repository=repository, name=name, head=head)
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
         raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
+    refmirror.follow_stream(repository, name)
     return stream
 
 
 def resolve_rev(repository: Repository, rev: str) -> str:
     """The changeset a revision names: a full commit id (which must exist) or a stream's head."""
     if is_object_id(rev):
-        store_for(repository.name).read_commit(check_object_id(rev))
+        try:
+            store_for(repository.name).read_commit(check_object_id(rev))
+        except WrongObjectType:
+            raise NotFound(f"{rev} is not a changeset in {repository.name}") from None
         return rev
     if not isinstance(rev, str) or not rev:
         raise Invalid(f"a revision is a 40-hex changeset id or a stream name, not {rev!r}")
@@ -127,3 +155,49 @@ def split_rev_path(repository: Repository, rev_and_path: str) -> tuple[str, str]
         if "/".join(segments[:cut]) in names:
             return "/".join(segments[:cut]), "/".join(segments[cut:])
     return segments[0], "/".join(segments[1:])
+
+
+def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> list[tuple[str, str]]:
+    """``(name, head)`` of the non-empty streams whose name starts with one of ``prefixes`` (None:
+    every stream), by name: one query, each prefix a range of the ``(repository, name)`` index
+    (git's ``ls-refs ref-prefix``, pushed down rather than filtering every stream afterwards)."""
+    streams = Stream.objects.filter(repository=repository, head__isnull=False)
+    if prefixes is not None:
+        if not prefixes:
+            return []
+        condition = Q()
+        for prefix in prefixes:
+            condition |= _name_prefix(prefix)
+        streams = streams.filter(condition)
+    return list(streams.order_by("name").values_list("name", "head"))
+
+
+def stream_heads(repository: Repository) -> set[str]:
+    """The distinct heads of the repository's streams: everything they reach is complete."""
+    heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
+    return set(heads.distinct())
+
+
+def _name_prefix(prefix: str) -> Q:
+    if not prefix:
+        return Q()
+    if connection.vendor == "postgresql":
+        # LIKE 'prefix%' is case-sensitive here and uses the varchar_pattern_ops index (0003).
+        return Q(name__startswith=prefix)
+    # SQLite's LIKE ignores case and skips the index; a range under the BINARY collation is
+    # exact: stream names are ASCII below 0x7f (check_stream_name).
+    return Q(name__gte=prefix, name__lt=prefix + "\x7f")
+
+
+def delete_stream(repository: Repository, name: str) -> None:
+    """Delete a stream (never the default one). Its history stays: the changesets it reached
+    are still rows, so its head is protected in the ref mirror before the row goes."""
+    if name == repository.default_stream:
+        raise Invalid(f"{name!r} is the default stream of {repository.name}; it cannot be deleted")
+    stream = get_stream(repository, name)
+    if stream.head:
+        refmirror.protect_changeset(repository.name, stream.head)
+    with transaction.atomic():
+        Stream.objects.filter(pk=stream.pk).delete()
+        append_event(repository, STREAM_DELETED, {"stream": name, "head": stream.head})
+    refmirror.follow_stream(repository, name)

@@ -32,9 +32,13 @@ def store_for(name: str) -> DiskStore:
             store = _stores.get(path)
             if store is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                store = _stores[path] = DiskStore(
+                store = DiskStore(
                     path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
                 )
+                from .refmirror import configure  # the mirror knows where stores live, not the reverse
+
+                configure(path)  # git's automatic gc off, for new and existing repositories alike
+                _stores[path] = store
     return store
 
 

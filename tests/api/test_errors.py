@@ -121,9 +121,25 @@ def test_repositories_with_bad_names_are_invalid(admin, body):
 def test_a_repository_or_stream_name_taken_answers_409_already_exists(api, admin):
     taken = error(admin.post("/api/v1/repos", {"name": "demo"}, format="json"), 409, "already_exists")
     assert taken["retryable"] is False
+
+
+def test_a_repository_name_taken_already_exists(api, admin):
+    body = error(admin.post("/api/v1/repos", {"name": "demo"}, format="json"), 409, "already_exists")
+
+    assert "demo" in body["message"] and body["retryable"] is False
     assert Repository.objects.count() == 1
     error(api.post("/streams", {"name": "main"}), 409, "already_exists")
     assert Stream.objects.count() == 1
+
+
+def test_a_stream_name_taken_already_exists(landed):
+    api, head = landed
+    assert api.post("/streams", {"name": "topic", "from": head}).status_code == 201
+
+    body = error(api.post("/streams", {"name": "topic"}), 409, "already_exists")
+
+    assert "topic" in body["message"]
+    assert api.head("topic") == head and Stream.objects.count() == 2
 
 
 # Changesets the engine refuses: missing blobs, unsafe paths, contradictions (with details).
@@ -179,11 +195,14 @@ def test_a_batch_with_a_bad_item_stores_nothing(api):
     import base64
 
     good = base64.b64encode(b"good\n").decode()
-    batch = {"blobs": [{"data": good}, {"data": "%%%"}, {"data": good, "id": EMPTY_BLOB}]}
+    not_base64 = {"blobs": [{"data": good}, {"data": "%%%"}, {"data": good, "id": "not-an-id"}]}
+    wrong_id = {"blobs": [{"data": good}, {"data": good}, {"data": good, "id": EMPTY_BLOB}]}
 
-    body = error(api.post("/blobs/batch", batch), 400, "invalid")
+    malformed = error(api.post("/blobs/batch", not_base64), 400, "invalid")
+    mismatched = error(api.post("/blobs/batch", wrong_id), 400, "invalid")
 
-    assert [d["index"] for d in body["details"]] == [1, 2]
+    assert [d["field"] for d in malformed["details"]] == ["blobs.1.data", "blobs.2.id"]
+    assert [d["index"] for d in mismatched["details"]] == [2]
     assert api.client.head(api.url("/blobs/" + _blob_id(b"good\n"))).status_code == 404
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.db import connection
 
-from repos.api import events as sse
+from repos.services import events as sse
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -67,6 +67,57 @@ def test_schema_documents_request_bodies_and_error_answers():
     assert "Error" in schema["components"]["schemas"]
 
 
+def test_every_operation_has_a_summary_and_a_description_of_its_own():
+    schema = yaml.safe_load(Client().get("/api/v1/schema").content)
+    operations = [op for item in schema["paths"].values() for op in item.values() if isinstance(op, dict)]
+
+    summaries = [op.get("summary") for op in operations]
+    descriptions = [op.get("description") for op in operations]
+    assert all(summaries) and len(set(summaries)) == len(operations), summaries
+    assert all(descriptions) and len(set(descriptions)) == len(operations), descriptions
+    assert not any("Base of every" in text for text in descriptions)
+
+
+def test_the_schema_states_the_limits_and_shapes_the_server_enforces():
+    schema = yaml.safe_load(Client().get("/api/v1/schema").content)
+    paths, components = schema["paths"], schema["components"]["schemas"]
+
+    def parameter(path, name):
+        found = [p for p in paths[path]["get"]["parameters"] if p["name"] == name]
+        return found[0]["schema"]
+
+    assert parameter("/api/v1/repos/{repo}/log", "limit")["maximum"] == 500
+    assert parameter("/api/v1/repos/{repo}/streams", "limit")["maximum"] == 1000
+    assert parameter("/api/v1/repos", "limit") == {"type": "integer", "minimum": 1, "maximum": 1000}
+    assert components["StreamCreateRequest"]["properties"]["from"]["minLength"] == 1
+    assert "parent" in components["ChangesetCreateRequest"]["required"]
+    requests = [name for name in components if name.endswith("Request") and "properties" in components[name]]
+    assert requests and all(components[name]["additionalProperties"] is False for name in requests)
+    assert {"409"} <= set(paths["/api/v1/repos"]["post"]["responses"])
+    assert "already_exists" in components["CodeEnum"]["enum"]
+
+
+def test_the_schema_documents_the_websocket_feed():
+    schema = yaml.safe_load(Client().get("/api/v1/schema").content)
+    events = schema["paths"]["/api/v1/repos/{repo}/events"]["get"]
+
+    for words in ["/ws/repos/{repo}/events", "?token=", "?after=", '{"id": <seq>, "event": <kind>', "4401", "timeout"]:
+        assert words in events["description"], words
+
+
+def test_the_docs_page_loads_nothing_from_the_internet_and_its_assets_are_served():
+    client = Client()
+    page = client.get("/api/v1/docs").content.decode()
+
+    assert not re.search(r"(?:https?:)?//[^\s\"']+", page), page
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert any(asset.endswith("redoc.standalone.js") for asset in assets), page
+    for asset in assets:
+        answer = client.get(asset)
+        assert answer.status_code == 200, asset
+        assert answer["Content-Type"].startswith(("text/javascript", "application/javascript", "text/css"))
+
+
 @pytest.mark.django_db
 def test_readyz_is_ok_when_everything_answers(client):
     response = client.get("/readyz")

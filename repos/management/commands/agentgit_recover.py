@@ -1,4 +1,4 @@
-"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data.
+"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data, the ref mirror.
 
 Celery workers do this at start and on the beat schedule; the embedded default has no worker,
 so ``make serve`` runs this before the server starts. Safe to run at any time, any number of
@@ -10,7 +10,7 @@ import sys
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from repos.services import integration
+from repos.services import integration, refmirror
 
 
 class Command(BaseCommand):
@@ -31,6 +31,9 @@ class Command(BaseCommand):
                 bar.close()
 
         recovery = integration.recover(progress)
+        # The ref mirror follows the database, whatever a crash left on disk.
+        refs = refmirror.rebuild_all()
         self.stdout.write(
-            f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived"
+            f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived, "
+            f"{refs} mirrored ref(s) repaired"
         )

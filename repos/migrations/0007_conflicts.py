@@ -23,7 +23,7 @@ def first_revisions(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("repos", "0003_metrics"),
+        ("repos", "0006_git_ref_prefix"),
     ]
 
     operations = [

@@ -1,4 +1,4 @@
-"""The landing scenario with resolution: ``manage.py agentgit_bench landing``.
+"""The landing scenario with resolution: ``manage.py agentgit_bench resolution``.
 
 Agents land changes on one stream at once (issue 11's acceptance: 50 agents x 5 changes, 20 %
 planned to conflict). A *planned conflict* rewrites the same line of ``shared.txt`` from the

@@ -1,4 +1,4 @@
-"""``agentgit_bench landing`` in small: agents with planned conflicts against a real server
+"""``agentgit_bench resolution`` in small: agents with planned conflicts against a real server
 (tests/deployment.py) resolve each conflict in one call, and every change lands."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 from django.core.management import call_command
 
-from benchmarks.landing import keep_both
+from benchmarks.resolution_bench import keep_both
 
 
 def test_keep_both_takes_the_streams_lines_then_the_agents_without_the_base():
@@ -21,7 +21,7 @@ def test_every_change_lands_and_every_planned_line_is_kept(tmp_path):
     out = io.StringIO()
 
     call_command(
-        "agentgit_bench", "landing", "--agents", "4", "--changes", "5", "--json", str(json_path),
+        "agentgit_bench", "resolution", "--agents", "4", "--changes", "5", "--json", str(json_path),
         stdout=out, stderr=io.StringIO(),
     )  # fmt: skip
 

@@ -1,0 +1,90 @@
+"""AgentGit's Python client: ``Client`` (blocking) and ``AsyncClient`` (``await``), sharing one core.
+
+    from agentgit import Client, write, delete
+    with Client() as ag:                       # AGENTGIT_URL / AGENTGIT_TOKEN, or arguments
+        landed = ag.land("demo", "main", [write("a.txt", "hello\\n"), delete("old.txt")], message="edit")
+        if landed.conflicted:
+            print([(c.path, c.kind) for c in landed.conflicts])
+
+Errors are :mod:`agentgit.errors` (one class per error code); results are the dataclasses of
+:mod:`agentgit.types`. The command line is :mod:`agentgit.cli`, the MCP server
+:mod:`agentgit.mcp_server` (extra ``agentgit[mcp]``).
+"""
+
+from ._async import AsyncClient
+from ._core import Config
+from ._sync import Client
+from .errors import (
+    Aborted,
+    AgentGitError,
+    AlreadyExists,
+    ApiError,
+    Forbidden,
+    InternalError,
+    Invalid,
+    NotFound,
+    OperationPending,
+    RateLimited,
+    TooLarge,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+)
+from .types import (
+    BlameLine,
+    Change,
+    Changeset,
+    Conflict,
+    Diff,
+    Event,
+    Landing,
+    LogEntry,
+    Operation,
+    Outcome,
+    Page,
+    Proposal,
+    Repository,
+    Stream,
+    TreeEntry,
+    delete,
+    rename,
+    write,
+)
+
+__all__ = [
+    "Aborted",
+    "AgentGitError",
+    "AlreadyExists",
+    "ApiError",
+    "AsyncClient",
+    "BlameLine",
+    "Change",
+    "Changeset",
+    "Client",
+    "Config",
+    "Conflict",
+    "Diff",
+    "Event",
+    "Forbidden",
+    "InternalError",
+    "Invalid",
+    "Landing",
+    "LogEntry",
+    "NotFound",
+    "Operation",
+    "OperationPending",
+    "Outcome",
+    "Page",
+    "Proposal",
+    "RateLimited",
+    "Repository",
+    "Stream",
+    "TooLarge",
+    "TransportError",
+    "TreeEntry",
+    "Unauthenticated",
+    "Unavailable",
+    "delete",
+    "rename",
+    "write",
+]

@@ -1,0 +1,357 @@
+"""Smart HTTP at ``/git/{repo}.git``: an ASGI app in front of Django (agentgit_site/asgi.py).
+
+What is ours and what is git's (DESIGN.md decision 3):
+
+* refs come from the database: the v0 advertisement and protocol v2's ``ls-refs`` are answered
+  here, each ``ref-prefix`` an indexed query (repositories.streams_by_prefix);
+* packs are git's: a fetch is handed to ``git upload-pack --stateless-rpc`` (pack reuse,
+  bitmaps, shallow, filters), a push's pack to ``git index-pack`` (repos.git_http.push);
+* both directions stream: the request body is fed to git's stdin as it arrives and git's stdout
+  goes out as it is produced, so no pack is ever whole in a Python process.
+
+Authentication, the rate limit, the repository and the scope are checked in one function,
+:func:`admit`, before anything else; database work runs in threads (``sync_to_async``, not
+thread-sensitive: a push waiting for its integration must not hold Django's request thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import subprocess
+import tempfile
+import zlib
+from collections.abc import AsyncIterator, Callable
+from functools import cache
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from agentgit_site.observability import note
+
+from ..errors import ApiError, Forbidden, Invalid, NotFound, Unauthenticated
+from ..models import Credential, Repository
+from ..services.admission import BASIC_CHALLENGE, SCOPE_KEY, Admission
+from ..services.repositories import get_repository, streams_by_prefix
+from ..services.stores import repository_path
+from . import pktline
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/git/"
+_ROUTE = re.compile(
+    r"/git/(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,99}?)(?:\.git)?/(?P<rest>info/refs|git-upload-pack|git-receive-pack)\Z"
+)
+ZERO_ID = "0" * 40
+#: What upload-pack may serve: any object by id (the database, not the mirror, decides what is
+#: advertised, so a want may precede the mirror by a moment), partial clones.
+UPLOAD_PACK_CONFIG = ("-c", "uploadpack.allowAnySHA1InWant=true", "-c", "uploadpack.allowFilter=true")
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its request was read."""
+
+
+# ----------------------------------------------------------------------------- admission
+
+
+def admit(admission: Admission | None, repository_name: str, scopes: tuple[str, ...]) -> tuple[Credential, Repository]:
+    """The credential the admission middleware read (Basic with the token as the password, what
+    git sends, or Bearer), with one of ``scopes`` and its rate-limit token taken, and the
+    repository: the one place the git surface admits a request. Raises the API's errors."""
+    if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
+        raise Unauthenticated("this server reads no credentials on this path")
+    credential = admission.admit(*scopes)
+    return credential, get_repository(repository_name)
+
+
+async def in_thread(function: Callable, *args):
+    """Run database work in a worker thread, its connection given back afterwards."""
+
+    def run():
+        try:
+            return function(*args)
+        finally:
+            connections.close_all()
+
+    return await sync_to_async(run, thread_sensitive=False)(*())
+
+
+# ----------------------------------------------------------------------------- the ASGI app
+
+
+class GitHttp:
+    """Serves ``/git/…``; everything else goes to ``app`` (Django)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope.get("path", "").startswith(PREFIX):
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self._serve(scope, receive, send)
+        except ClientGone:
+            pass
+        except ApiError as error:
+            await _answer_error(send, error)
+        except Exception:
+            # Never expected; the answer may have started already, so this can only try.
+            logger.exception("git request %s %s failed", scope["method"], scope["path"])
+            with contextlib.suppress(Exception):
+                await _answer_error(send, ApiError("internal error; the server log has the details"))
+
+    async def _serve(self, scope, receive, send) -> None:
+        route = _ROUTE.match(scope["path"])
+        if route is None:
+            raise NotFound(f"no git endpoint at {scope['path']}; clone {PREFIX}<repository>.git")
+        headers = dict(scope.get("headers", []))
+        repo, rest = route["repo"], route["rest"]
+        method = scope["method"]
+        if rest == "info/refs":
+            if method not in ("GET", "HEAD"):
+                raise Invalid("info/refs is read with GET")
+            service = parse_qs(scope.get("query_string", b"").decode()).get("service", [""])[0]
+            if service not in ("git-upload-pack", "git-receive-pack"):
+                raise Forbidden("only the smart protocol is served: ?service=git-upload-pack or git-receive-pack")
+        else:
+            if method != "POST":
+                raise Invalid(f"{rest} takes a POST")
+            service = rest
+        pushing = service == "git-receive-pack"
+        scopes = ("write", "integrate") if pushing else ("read",)
+        credential, repository = await in_thread(admit, scope.get(SCOPE_KEY), repo, scopes)
+        note(scope, route=f"{PREFIX}{{repo}}.git/{rest}", credential=credential)
+        version2 = b"version=2" in headers.get(b"git-protocol", b"")
+        if rest == "info/refs":
+            body = await in_thread(advertisement, repository, service, version2)
+            await _respond(send, f"application/x-{service}-advertisement", body)
+        elif pushing:
+            from .push import receive_pack
+
+            await receive_pack(credential, repository, request_body(receive, headers), send)
+        else:
+            await upload_pack(repository, version2, request_body(receive, headers), send)
+
+
+async def request_body(receive, headers: dict) -> AsyncIterator[bytes]:
+    """The request body as it arrives, gunzipped when git compressed it."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if headers.get(b"content-encoding") == b"gzip" else None
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        if chunk:
+            yield inflate.decompress(chunk) if inflate else chunk
+        if not message.get("more_body", False):
+            if inflate:
+                yield inflate.flush()
+            return
+
+
+async def _respond(send, content_type: str, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": _headers(content_type)})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _headers(content_type: str) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", content_type.encode()), (b"cache-control", b"no-cache, max-age=0, must-revalidate")]
+
+
+async def _answer_error(send, error: ApiError) -> None:
+    """A plain-text answer (git shows it to the user as ``remote: …``), with the challenge on 401."""
+    status, body = error.git_answer()
+    headers = [(b"content-type", b"text/plain; charset=utf-8")]
+    if status == 401:
+        headers.append((b"www-authenticate", BASIC_CHALLENGE.encode()))
+    if error.retry_after_ms is not None:
+        headers.append((b"retry-after", str(max(1, (error.retry_after_ms + 999) // 1000)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ----------------------------------------------------------------------------- refs
+
+
+def advertisement(repository: Repository, service: str, version2: bool) -> bytes:
+    """The ``info/refs`` answer: protocol v2's capabilities, or the v0 refs from the database."""
+    head = pktline.pkt(f"# service={service}\n") + pktline.FLUSH
+    if version2 and service == "git-upload-pack":
+        return head + _v2_capabilities()
+    streams = streams_by_prefix(repository, None)
+    default = repository.default_stream
+    caps = _v0_capabilities(service)
+    if service == "git-upload-pack":
+        caps += f" symref=HEAD:refs/heads/{default}"
+    lines = []
+    default_head = next((oid for name, oid in streams if name == default), None)
+    if service == "git-upload-pack" and default_head:
+        lines.append((default_head, "HEAD"))
+    lines += [(oid, f"refs/heads/{name}") for name, oid in streams]
+    if not lines:
+        lines = [(ZERO_ID, "capabilities^{}")]
+    packets = [pktline.pkt(f"{lines[0][0]} {lines[0][1]}\0{caps}\n")]
+    packets += [pktline.pkt(f"{oid} {name}\n") for oid, name in lines[1:]]
+    return head + b"".join(packets) + pktline.FLUSH
+
+
+@cache
+def _v2_capabilities() -> bytes:
+    """git's own v2 capability advertisement (once per process, from an empty repository)."""
+    return _ask_git_empty_repository("upload-pack", {"GIT_PROTOCOL": "version=2"})
+
+
+@cache
+def _v0_capabilities(service: str) -> str:
+    """The capabilities git advertises for ``service`` in protocol v0 (once per process)."""
+    out = _ask_git_empty_repository(service.removeprefix("git-"), {})
+    reader = pktline.Reader()
+    reader.feed(out)
+    first = reader.next()
+    caps = first.split(b"\0", 1)[1].decode().strip() if isinstance(first, bytes) and b"\0" in first else ""
+    # Not offered: push options (not read) and atomic pushes (each command applies on its own).
+    refused = ("push-options", "atomic")
+    return " ".join(cap for cap in caps.split() if cap not in refused and not cap.startswith("symref="))
+
+
+def _ask_git_empty_repository(command: str, env: dict[str, str]) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="agentgit-caps-") as directory:
+        subprocess.run(["git", "init", "-q", "--bare", directory], check=True, env=git_env())
+        done = subprocess.run(
+            ["git", *UPLOAD_PACK_CONFIG, command, "--advertise-refs", "--stateless-rpc", directory],
+            capture_output=True,
+            check=True,
+            env={**git_env(), **env},
+        )
+    return done.stdout
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """The environment of git processes: none of the server's own GIT_* variables or user config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
+    env.setdefault("HOME", "/nonexistent")
+    env.update(extra)
+    return env
+
+
+def ls_refs(repository: Repository, arguments: list[bytes]) -> bytes:
+    """Protocol v2 ``ls-refs`` from the database: ``ref-prefix`` pushed down to the index."""
+    prefixes: list[str] = []
+    symrefs = unborn = False
+    for argument in arguments:
+        text = argument.decode("utf-8", "replace").rstrip("\n")
+        if text.startswith("ref-prefix "):
+            prefixes.append(text.removeprefix("ref-prefix "))
+        elif text == "symrefs":
+            symrefs = True
+        elif text == "unborn":
+            unborn = True
+    heads = "refs/heads/"
+    if not prefixes:
+        stream_prefixes: list[str] | None = None
+    elif any(heads.startswith(prefix) for prefix in prefixes):
+        stream_prefixes = None  # refs/, refs/heads/, "r": every stream was asked for
+    else:
+        stream_prefixes = [p.removeprefix(heads) for p in prefixes if p.startswith(heads)]
+    lines: list[bytes] = []
+    if not prefixes or any("HEAD".startswith(prefix) for prefix in prefixes):
+        default = repository.default_stream
+        found = streams_by_prefix(repository, [default])
+        head = next((oid for name, oid in found if name == default), None)
+        target = f" symref-target:{heads}{default}" if symrefs else ""
+        if head:
+            lines.append(pktline.pkt(f"{head} HEAD{target}\n"))
+        elif unborn and symrefs:
+            lines.append(pktline.pkt(f"unborn HEAD{target}\n"))
+    for name, oid in streams_by_prefix(repository, stream_prefixes):
+        lines.append(pktline.pkt(f"{oid} {heads}{name}\n"))
+    return b"".join(lines) + pktline.FLUSH
+
+
+# ----------------------------------------------------------------------------- fetch
+
+
+async def upload_pack(repository: Repository, version2: bool, body: AsyncIterator[bytes], send) -> None:
+    """A fetch: ``ls-refs`` answered from the database, everything else streamed through git."""
+    content_type = "application/x-git-upload-pack-result"
+    first, rest = b"", body
+    if version2:
+        reader = pktline.BodyReader(body)
+        try:
+            command = await reader.packet()
+            if command == b"command=ls-refs\n":
+                arguments = []
+                while (packet := await reader.packet()) != "flush":
+                    if isinstance(packet, bytes):
+                        arguments.append(packet)
+                await _respond(send, content_type, await in_thread(ls_refs, repository, arguments))
+                return
+        except (EOFError, ValueError) as error:
+            raise Invalid(f"a malformed protocol v2 request: {error}") from None
+        # Anything else (fetch, object-info) is git's: handed over whole.
+        first, rest = bytes(reader.consumed), body
+    argv = ["git", *UPLOAD_PACK_CONFIG, "upload-pack", "--stateless-rpc", os.fspath(repository_path(repository.name))]
+    env = git_env(**({"GIT_PROTOCOL": "version=2"} if version2 else {}))
+    await stream_through(argv, env, first, rest, send, content_type)
+
+
+async def stream_through(
+    argv: list[str], env: dict[str, str], first: bytes, rest: AsyncIterator[bytes], send, content_type: str
+) -> None:
+    """Run ``argv`` with ``first`` + ``rest`` as its stdin and stream its stdout as the answer."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+    )
+
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+    assert stdin is not None and stdout is not None and stderr is not None  # all three are pipes
+
+    async def feed() -> None:
+        try:
+            if first:
+                process.stdin.write(first)
+                await process.stdin.drain()
+            async for chunk in rest:
+                process.stdin.write(chunk)
+                await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                process.stdin.close()
+
+    feeder = asyncio.create_task(feed())
+    errors = asyncio.create_task(process.stderr.read(64 * 1024))
+    started = False
+    try:
+        while True:
+            chunk = await process.stdout.read(64 * 1024)
+            if not chunk:
+                break
+            if not started:
+                await send({"type": "http.response.start", "status": 200, "headers": _headers(content_type)})
+                started = True
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        code = await process.wait()
+        await feeder
+        if code != 0:
+            logger.warning("%s exited %s: %s", argv[-2], code, (await errors).decode(errors="replace").strip())
+        if not started:
+            if code != 0:
+                raise Invalid(f"git {argv[-3]} refused the request: {(await errors).decode(errors='replace').strip()}")
+            await send({"type": "http.response.start", "status": 200, "headers": _headers(content_type)})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        feeder.cancel()
+        errors.cancel()
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()

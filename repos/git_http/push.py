@@ -1,0 +1,308 @@
+"""``git push`` over smart HTTP: git indexes the pack, the services move every ref.
+
+1. The commands (``old new ref``) are read here, off the request body.
+2. The pack that follows streams into ``git index-pack --stdin --fix-thin --strict`` in a
+   quarantine directory (``GIT_OBJECT_DIRECTORY``, the repository's objects as alternates), so
+   nothing reaches the repository until it is complete, within the size limit
+   (``AGENTGIT["GIT_MAX_PUSH_BYTES"]``) and connected; then the pack and its index move into
+   ``objects/pack`` (kept as a pack, never exploded into loose objects: audit F7), fsynced.
+3. Every command goes through the services, which own the refs (git never updates one):
+   ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
+   (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
+   proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
+   recorded as changesets first (``content.record_commits``).
+4. The answer is git's own report-status, with the outcomes as ``remote:`` lines (side band 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from django.conf import settings
+
+from engine.errors import EngineError
+
+from ..errors import ApiError, Forbidden, Invalid, from_engine
+from ..models import Credential, Repository, Stream
+from ..services import content, integration, proposals, refmirror, repositories
+from ..services.stores import repository_path
+from . import pktline
+from .app import ZERO_ID, git_env, in_thread
+
+FOR = "refs/for/"
+HEADS = "refs/heads/"
+CONTENT_TYPE = "application/x-git-receive-pack-result"
+
+
+class Command:
+    """One ref update the client asked for, and what became of it."""
+
+    def __init__(self, old: str, new: str, ref: str) -> None:
+        self.old, self.new, self.ref = old, new, ref
+        #: None: accepted; else why not (one line, git shows it after the ref).
+        self.refusal: str | None = None
+
+    @property
+    def deletes(self) -> bool:
+        return self.new == ZERO_ID
+
+
+async def receive_pack(credential: Credential, repository: Repository, body: AsyncIterator[bytes], send) -> None:
+    reader = pktline.BodyReader(body)
+    commands: list[Command] = []
+    capabilities: set[str] = set()
+    try:
+        while (packet := await reader.packet()) != "flush":
+            if not isinstance(packet, bytes):
+                continue
+            line, _, caps = packet.rstrip(b"\n").partition(b"\0")
+            if caps:
+                capabilities.update(caps.decode().split())
+            words = line.decode("utf-8", "replace").split(" ")
+            if words[0] == "shallow":
+                raise Invalid("pushing from a shallow clone is not supported; fetch --unshallow first")
+            if len(words) != 3:
+                raise Invalid(f"a malformed push command: {line[:100]!r}")
+            commands.append(Command(*words))
+    except EOFError:
+        if commands:
+            raise Invalid("the push ended in the middle of its commands") from None
+    except ValueError as error:
+        raise Invalid(f"a malformed push: {error}") from None
+    if not commands:  # git's probe before a large push ("0000"), or an empty body: answered empty
+        await _start(send)
+        await send({"type": "http.response.body", "body": b""})
+        return
+    messages: list[str] = []
+    unpack_error = None
+    # What the repository is known to hold whole: the streams' heads (the database's, not every
+    # ref on disk: reading 10 000 loose refs cost git more than the push itself).
+    complete = await in_thread(repositories.stream_heads, repository)
+    if any(not command.deletes for command in commands):
+        unpack_error = await _receive_objects(repository, commands, reader.rest(), complete)
+    if unpack_error is None:
+        messages = await in_thread(apply_commands, credential, repository, commands, complete)
+    else:
+        for command in commands:
+            command.refusal = "unpacker error"
+    await _start(send)
+    await send({"type": "http.response.body", "body": report(commands, unpack_error, messages, capabilities)})
+
+
+async def _start(send) -> None:
+    headers = [(b"content-type", CONTENT_TYPE.encode()), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+
+def report(commands: list[Command], unpack_error: str | None, messages: list[str], capabilities: set[str]) -> bytes:
+    """git's report-status, on side band 1 with ``messages`` on band 2 when the client asked for it."""
+    status = [pktline.pkt(f"unpack {unpack_error or 'ok'}\n")]
+    for command in commands:
+        if command.refusal is None:
+            status.append(pktline.pkt(f"ok {command.ref}\n"))
+        else:
+            status.append(pktline.pkt(f"ng {command.ref} {' '.join(command.refusal.split())}\n"))
+    status_bytes = b"".join(status) + pktline.FLUSH
+    if "side-band-64k" not in capabilities and "side-band" not in capabilities:
+        return status_bytes
+    # Sent even when the client asked for "quiet": that silences progress, and these are
+    # outcomes (as a hook's output would be).
+    progress = "".join(f"{m}\n" for m in messages).encode()
+    return (pktline.sideband(2, progress) if progress else b"") + pktline.sideband(1, status_bytes) + pktline.FLUSH
+
+
+# ----------------------------------------------------------------------------- the pack
+
+
+async def _receive_objects(
+    repository: Repository, commands: list[Command], pack: AsyncIterator[bytes], complete: set[str]
+) -> str | None:
+    """Index the pushed pack in a quarantine, check it is connected, move it into the
+    repository; None, or why not (the whole push is then refused and nothing is kept)."""
+    git_dir = repository_path(repository.name)
+    objects = git_dir / "objects"
+    quarantine = Path(tempfile.mkdtemp(prefix="incoming-", dir=objects))
+    (quarantine / "pack").mkdir()
+    env = git_env(
+        GIT_OBJECT_DIRECTORY=os.fspath(quarantine),
+        GIT_ALTERNATE_OBJECT_DIRECTORIES=os.fspath(objects),
+        GIT_QUARANTINE_PATH=os.fspath(quarantine),
+    )
+    try:
+        error = await _index_pack(git_dir, env, pack)
+        if error is None:
+            error = await _check_connected(git_dir, env, [c.new for c in commands if not c.deletes], complete)
+        if error is None:
+            await asyncio.to_thread(_migrate, quarantine / "pack", objects / "pack")
+        return error
+    finally:
+        shutil.rmtree(quarantine, ignore_errors=True)
+
+
+async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[bytes]) -> str | None:
+    limit = settings.AGENTGIT["GIT_MAX_PUSH_BYTES"]
+    process = await asyncio.create_subprocess_exec(
+        "git", "--git-dir", os.fspath(git_dir), "index-pack", "--stdin", "--fix-thin", "--strict",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    received = 0
+    sent = False
+    try:
+        async for chunk in pack:
+            received += len(chunk)
+            if limit and received > limit:
+                return f"the push is over the limit of {limit} bytes (AGENTGIT_GIT_MAX_PUSH_BYTES); nothing was kept"
+            process.stdin.write(chunk)
+            await process.stdin.drain()
+        process.stdin.close()
+        sent = True
+    except (BrokenPipeError, ConnectionResetError):
+        sent = True  # index-pack stopped reading by itself: its exit status says why
+    finally:
+        if not sent:  # over the limit, or the client went away: the pack is abandoned
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    _out, err = await process.communicate()
+    if process.returncode != 0:
+        return "index-pack failed: " + " ".join(err.decode(errors="replace").split())[:300]
+    return None
+
+
+async def _check_connected(git_dir: Path, env: dict[str, str], tips: list[str], complete: set[str]) -> str | None:
+    """Every object the new tips reach is in the repository or the pack, down to what the
+    streams already reach (what receive-pack checks, against the database's heads)."""
+    process = await asyncio.create_subprocess_exec(
+        "git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--quiet", "--stdin",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    _out, err = await process.communicate(_walk_input(tips, complete).encode())
+    if process.returncode != 0:
+        return "missing necessary objects: " + " ".join(err.decode(errors="replace").split())[:300]
+    return None
+
+
+def _migrate(source: Path, target: Path) -> None:
+    """Move the indexed pack in: data first, index last (readers see a pack once its index is
+    there), each file fsynced, then the directory."""
+    names = sorted(os.listdir(source), key=lambda name: name.endswith(".idx"))
+    for name in names:
+        path = source / name
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(path, target / name)
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- the commands
+
+
+def apply_commands(
+    credential: Credential, repository: Repository, commands: list[Command], complete: set[str]
+) -> list[str]:
+    """Record the pushed commits, then apply each command through the services; the lines to
+    show the client. A refused command gets its ``refusal``; the others still apply."""
+    tips = sorted({command.new for command in commands if not command.deletes})
+    if tips:
+        new = _new_commits(repository, tips, complete)
+        for tip in tips:
+            refmirror.protect_changeset(repository.name, tip)  # before any row names them
+        provenance = {"source": "git push", "credential": credential.name or credential.token_prefix}
+        content.record_commits(repository, new, credential=credential, provenance=provenance)
+    messages: list[str] = []
+    for command in commands:
+        try:
+            messages += _apply(credential, repository, command)
+        except (ApiError, EngineError, integration.NotFastForward) as error:
+            if isinstance(error, EngineError):
+                error = from_engine(error)
+            command.refusal = error.message if isinstance(error, ApiError) else str(error)
+    return messages
+
+
+def _new_commits(repository: Repository, tips: list[str], complete: set[str]) -> list[str]:
+    """The pushed commits no stream reached before, parents first (record_commits skips those
+    already recorded)."""
+    out = refmirror.git(
+        repository_path(repository.name), "rev-list", "--reverse", "--topo-order", "--ignore-missing", "--stdin",
+        input=_walk_input(tips, complete),
+    )  # fmt: skip
+    return out.split()
+
+
+def _walk_input(tips: list[str], complete: set[str]) -> str:
+    """``rev-list --stdin`` lines: from the tips, not into what the streams reach."""
+    return "".join(f"{tip}\n" for tip in tips) + "".join(f"^{head}\n" for head in sorted(complete))
+
+
+def _need(credential: Credential, scope: str, what: str) -> None:
+    if not credential.has_scope(scope):
+        raise Forbidden(f"{what} needs the {scope!r} scope")
+
+
+def _apply(credential: Credential, repository: Repository, command: Command) -> list[str]:
+    ref = command.ref
+    if ref.startswith(FOR):
+        return _propose(credential, repository, ref.removeprefix(FOR), command)
+    if not ref.startswith(HEADS):
+        raise Invalid(f"only {HEADS}<stream> and {FOR}<stream> can be pushed, not {ref}")
+    name = repositories.check_stream_name(ref.removeprefix(HEADS))
+    stream = Stream.objects.filter(repository=repository, name=name).select_related("repository").first()
+    if command.deletes:
+        _need(credential, "admin", "deleting a stream")
+        repositories.delete_stream(repository, name)
+        return [f"deleted stream {name}"]
+    _need(credential, "write", "pushing to a stream")
+    if stream is None:
+        if command.old != ZERO_ID:
+            raise Invalid(f"stale: there is no stream {name} now; fetch and push again")
+        repositories.create_stream(repository, name, command.new)
+        return [f"created stream {name} at {command.new}"]
+    expected = None if command.old == ZERO_ID else command.old
+    outcome = integration.push_fast_forward(stream, expected, command.new, credential)
+    return [f"{name} fast-forwarded to {outcome['stream_head']}"]
+
+
+def _propose(credential: Credential, repository: Repository, name: str, command: Command) -> list[str]:
+    _need(credential, "integrate", "pushing to refs/for/")
+    if command.deletes:
+        raise Invalid("refs/for/ takes a commit to integrate; there is nothing to delete")
+    title = f"git push to refs/for/{name}"
+    proposal = proposals.open_proposal(repository, stream=name, head=command.new, title=title, credential=credential)
+    operation = integration.request_integration(proposal)
+    operation = integration.wait_for(operation, settings.AGENTGIT["INTEGRATE_WAIT_S"])
+    lines = [f"proposal {proposal.pk} opened on {name}"]
+    if operation.state == operation.State.QUEUED:
+        lines.append(
+            f"integration queued as operation {operation.pk}: GET /api/v1/repos/{repository.name}/operations/{operation.pk}"
+        )
+        return lines
+    if operation.state == operation.State.FAILED:
+        raise Invalid(f"integration failed: {operation.error.get('message', operation.error)}")
+    outcome = operation.outcome
+    kind = outcome["outcome"]
+    if kind == "conflict":
+        lines.append(f"conflict: proposal {proposal.pk} is not merged; {name} stays at {outcome['stream_head']}")
+        lines += [f"  {conflict['kind']}: {conflict['path']}" for conflict in outcome["conflicts"]]
+        command.refusal = f"conflict in {len(outcome['conflicts'])} path(s); see the remote: lines"
+        return lines
+    if kind == "merge":
+        lines.append(f"merged into {name} as changeset {outcome['changeset']}")
+    elif kind == "fast_forward":
+        lines.append(f"{name} fast-forwarded to {outcome['changeset']}")
+    else:
+        lines.append(f"already integrated: {name} is at {outcome['stream_head']}")
+    return lines

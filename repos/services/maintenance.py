@@ -1,0 +1,162 @@
+"""Repository maintenance: ours, because git's automatic gc is off (refmirror.GIT_CONFIG).
+
+Every landing writes a few loose objects or a small pack; left alone they pile up (1 627 loose
+objects after 357 landings; audit F7: 236 756 in production), and every read and clone pays for
+them. :func:`maintain` keeps each repository in the layout git serves fastest:
+
+* ``git repack -d --geometric=2 --write-midx --write-bitmap-index``: loose objects and the small
+  packs roll up into bigger ones so pack sizes grow geometrically (a run rewrites only the small
+  end, not the whole repository), one multi-pack index over them with a reachability bitmap, so
+  ``upload-pack`` counts and reuses objects instead of walking them;
+* ``git commit-graph write --reachable``: the history walks of fetches and connectivity checks;
+* ``git pack-refs --all``: the mirror's loose refs into one file, for git's own tools;
+* the ref mirror's sweep (refmirror.rebuild): protection refs that a stream reaches now go;
+* push quarantines a killed server left behind (``objects/incoming-*``, older than an hour) go.
+
+Safe at any moment, beside landings, pushes and clones: a geometric repack puts every object of
+the packs it rolls up (and every loose object) into the new pack, reachable or not, and removes
+only loose objects that are packed; nothing is ever pruned, so an object written by a landing
+that has not committed yet survives whatever its age. Two maintainers of one repository never
+overlap (a lock file); the one that finds it taken skips the repository.
+
+What the last repack did is kept beside the repository (``agentgit-maintenance.json``) and
+summarised with the current counts by :func:`repack_state` for ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from ..models import Repository
+from . import metrics, refmirror
+from .stores import repository_path
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "agentgit-maintenance.json"
+LOCK_FILE = "agentgit-maintenance.lock"
+#: A push quarantine older than this belongs to a push whose server died.
+STALE_QUARANTINE_S = 3600
+
+
+@dataclass
+class RepackState:
+    repository: str
+    #: done | skipped (nothing to do, or another process holds the repository) | failed
+    outcome: str
+    finished: float
+    duration_s: float
+    loose_before: int
+    loose_after: int
+    packs_before: int
+    packs_after: int
+    refs_changed: int = 0
+    error: str = ""
+
+
+def objects_of(git_dir: Path) -> tuple[int, int]:
+    """``(loose objects, packs)`` of the repository (``git count-objects -v``)."""
+    out = refmirror.git(git_dir, "count-objects", "-v")
+    values = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    return int(values.get("count", 0)), int(values.get("packs", 0))
+
+
+def maintain(repository: Repository, *, force: bool = False) -> RepackState:
+    """Repack one repository if it needs it (or ``force``); sweep its ref mirror; record the state."""
+    git_dir = repository_path(repository.name)
+    started = time.monotonic()
+    loose, packs = objects_of(git_dir)
+    config = settings.AGENTGIT
+    state = RepackState(repository.name, "skipped", time.time(), 0.0, loose, loose, packs, packs)
+    due = force or loose >= config["REPACK_LOOSE_OBJECTS"] or packs >= config["REPACK_PACKS"]
+    with _exclusive(git_dir) as held:
+        if not held:
+            return state
+        try:
+            _remove_stale_quarantines(git_dir)
+            if due:
+                _repack(git_dir)
+                state.outcome = "done"
+            state.refs_changed = refmirror.rebuild(repository)
+        except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
+            state.outcome = "failed"
+            state.error = getattr(error, "stderr", "") or str(error)
+            logger.exception("maintenance of %s failed", repository.name)
+        state.loose_after, state.packs_after = objects_of(git_dir)
+        state.duration_s = round(time.monotonic() - started, 3)
+        state.finished = time.time()
+        if state.outcome != "skipped":  # the file keeps the last repack, not the last look
+            _write_state(git_dir, state)
+    return state
+
+
+def maintain_all(*, force: bool = False) -> list[RepackState]:
+    """:func:`maintain` every repository (the periodic task)."""
+    return [maintain(repository, force=force) for repository in Repository.objects.order_by("id")]
+
+
+def _repack(git_dir: Path) -> None:
+    refmirror.git(git_dir, "repack", "-d", "-q", "--geometric=2", "--write-midx", "--write-bitmap-index")
+    refmirror.git(git_dir, "commit-graph", "write", "--reachable", "--no-progress")
+    # The mirror writes loose refs; git's tools read 10 000 loose refs a file each (the
+    # ref-iteration thread), one packed-refs file at once. Later writes stay loose and win.
+    refmirror.git(git_dir, "pack-refs", "--all", "--prune")
+
+
+@contextlib.contextmanager
+def _exclusive(git_dir: Path):
+    fd = os.open(git_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_stale_quarantines(git_dir: Path) -> None:
+    now = time.time()
+    for quarantine in (git_dir / "objects").glob("incoming-*"):
+        with contextlib.suppress(FileNotFoundError):
+            if now - quarantine.stat().st_mtime > STALE_QUARANTINE_S:
+                shutil.rmtree(quarantine, ignore_errors=True)
+
+
+def _write_state(git_dir: Path, state: RepackState) -> None:
+    metrics.observe_repack(state.outcome, state.duration_s, state.loose_before, state.loose_after)
+    path = git_dir / STATE_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(asdict(state)))
+    os.replace(temporary, path)
+
+
+def repack_state() -> list[dict]:
+    """The last maintenance run of every repository, for ``/metrics``: what it did, when, and
+    the loose objects and packs each repository has now (``git count-objects``: no walk)."""
+    states = []
+    for name in Repository.objects.order_by("name").values_list("name", flat=True):
+        git_dir = repository_path(name)
+        try:
+            last = json.loads((git_dir / STATE_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            last = {"repository": name, "outcome": "never", "finished": None}
+        try:
+            last["loose_now"], last["packs_now"] = objects_of(git_dir)
+        except subprocess.CalledProcessError:
+            last["loose_now"] = last["packs_now"] = None
+        states.append(last)
+    return states

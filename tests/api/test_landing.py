@@ -1,0 +1,189 @@
+"""Landing in one call, and Idempotency-Key on the creating endpoints (API.md)."""
+
+from __future__ import annotations
+
+from unittest.mock import patch
+
+import pytest
+
+from repos.models import Changeset, Event, IdempotencyKey, Operation, Proposal
+from repos.services import integration
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def land(api, body: dict, stream: str = "main", key: str | None = None):
+    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    return api.client.post(api.url(f"/streams/{stream}/land"), body, format="json", **headers)
+
+
+def test_landing_on_an_empty_stream_fast_forwards_and_names_what_it_made(api):
+    body = {"message": "first\n", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}
+
+    response = land(api, body)
+
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert answer["outcome"] == "fast_forward" and answer["conflicts"] == []
+    assert answer["stream_head"] == answer["changeset"] == api.head()
+    proposal = Proposal.objects.get(pk=answer["proposal"])
+    assert proposal.state == "integrated" and proposal.title == "first" and proposal.head == answer["changeset"]
+    assert api.file("a.txt") == b"a\n"
+
+
+def test_landing_defaults_its_parent_to_the_stream_head_and_merges_a_stale_parent(api):
+    base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}).json()
+    on_head = land(api, {"message": "b", "operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]}).json()
+    assert on_head["outcome"] == "fast_forward"
+    assert Changeset.objects.get(commit_id=on_head["changeset"]).parents == [base["changeset"]]
+
+    stale = {
+        "parent": base["changeset"],
+        "message": "c",
+        "operations": [{"op": "write", "path": "c.txt", "content": "c"}],
+    }
+    merged = land(api, stale).json()
+
+    assert merged["outcome"] == "merge" and merged["stream_head"] == api.head() != merged["changeset"]
+    assert api.file("b.txt") == b"b\n" and api.file("c.txt") == b"c"
+
+
+def test_a_conflicting_landing_answers_the_paths_and_leaves_the_head(api):
+    base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}).json()
+    land(api, {"message": "ours", "operations": [{"op": "write", "path": "a.txt", "content": "ours\n"}]})
+    head = api.head()
+
+    theirs = {
+        "parent": base["changeset"],
+        "message": "t",
+        "operations": [{"op": "write", "path": "a.txt", "content": "t\n"}],
+    }
+    response = land(api, theirs)
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["outcome"] == "conflict" and answer["stream_head"] == head == api.head()
+    assert answer["conflicts"] == [{"path": "a.txt", "kind": "content"}]
+    assert Proposal.objects.get(pk=answer["proposal"]).state == "conflicted"
+
+
+def test_a_refused_landing_leaves_nothing_behind(api):
+    land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]})
+    counts = (Changeset.objects.count(), Proposal.objects.count(), Operation.objects.count(), Event.objects.count())
+
+    unsafe = land(api, {"message": "x", "operations": [{"op": "write", "path": "../etc", "content": "x"}]})
+    unknown_stream = land(api, {"message": "x", "operations": []}, stream="nope")
+    unknown_field = land(api, {"message": "x", "operations": [], "head": "main"})
+
+    assert unsafe.status_code == 400 and unsafe.json()["error"]["code"] == "invalid"
+    assert unknown_stream.status_code == 404
+    assert unknown_field.status_code == 400
+    assert [detail["field"] for detail in unknown_field.json()["error"]["details"]] == ["head"]
+    assert counts == (
+        Changeset.objects.count(),
+        Proposal.objects.count(),
+        Operation.objects.count(),
+        Event.objects.count(),
+    )
+
+
+def test_landing_needs_both_write_and_integrate(api, client_for):
+    body = {"message": "x", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    for scopes in (["read", "write"], ["read", "integrate"]):
+        client = client_for(scopes)
+        response = client.post("/api/v1/repos/demo/streams/main/land", body, format="json")
+        assert response.status_code == 403, scopes
+    assert Changeset.objects.count() == 0
+
+
+def test_a_landing_retried_with_its_key_is_done_once_and_answers_the_same(api):
+    body = {"message": "once", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}
+
+    first = land(api, body, key="k-1")
+    again = land(api, body, key="k-1")
+
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first
+    assert Changeset.objects.count() == Proposal.objects.count() == Operation.objects.count() == 1
+
+
+def test_a_key_reused_with_another_body_is_refused(api):
+    land(api, {"message": "one", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}, key="k")
+
+    response = land(api, {"message": "two", "operations": [{"op": "write", "path": "b", "content": "b"}]}, key="k")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and error["details"][0]["code"] == "idempotency_key_reused"
+    assert Changeset.objects.count() == 1
+
+
+def test_keys_belong_to_their_credential(api, client_for):
+    other = client_for(["read", "write"])
+    body = {"parent": None, "message": "m", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    mine = api.client.post(api.url("/changesets"), body, format="json", HTTP_IDEMPOTENCY_KEY="shared")
+    theirs = other.post(api.url("/changesets"), {**body, "message": "n"}, format="json", HTTP_IDEMPOTENCY_KEY="shared")
+
+    assert mine.status_code == theirs.status_code == 201
+    assert mine.json()["id"] != theirs.json()["id"] and IdempotencyKey.objects.count() == 2
+
+
+def test_changesets_proposals_and_integrate_replay_their_first_answer(api):
+    def post(suffix, body, key):
+        return api.client.post(api.url(suffix), body, format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+    body = {"parent": None, "message": "m", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    changeset = post("/changesets", body, "c")
+    assert post("/changesets", body, "c").json() == changeset.json()
+
+    proposal = post("/proposals", {"stream": "main", "head": changeset.json()["id"]}, "p")
+    integrated = post(f"/proposals/{proposal.json()['id']}/integrate", {}, "i")
+    # The proposal is integrated now; its replay still answers it as it was created.
+    replayed = post("/proposals", {"stream": "main", "head": changeset.json()["id"]}, "p")
+    assert replayed.status_code == 201 and replayed.json() == proposal.json() and replayed.json()["state"] == "open"
+    again = post(f"/proposals/{proposal.json()['id']}/integrate", {}, "i")
+    assert again.status_code == integrated.status_code == 200 and again.json() == integrated.json()
+    assert Proposal.objects.count() == Operation.objects.count() == 1
+
+
+def test_a_refused_request_records_no_key(api):
+    bad = {"parent": None, "message": "m", "operations": [{"op": "write", "path": "/abs", "content": "a"}]}
+    response = api.client.post(api.url("/changesets"), bad, format="json", HTTP_IDEMPOTENCY_KEY="bad")
+
+    assert response.status_code == 400 and IdempotencyKey.objects.count() == 0
+
+
+def test_a_malformed_key_is_refused(api):
+    body = {"parent": None, "message": "m", "operations": [{"op": "write", "path": "a.txt", "content": "a"}]}
+    response = api.client.post(api.url("/changesets"), body, format="json", HTTP_IDEMPOTENCY_KEY="x" * 256)
+
+    assert response.status_code == 400 and "Idempotency-Key" in response.json()["error"]["message"]
+
+
+def test_an_expired_key_is_forgotten(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "IDEMPOTENCY_TTL_S": -1}
+    body = {"message": "m", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    land(api, body, key="old")
+
+    response = land(api, {**body, "message": "other"}, key="old")
+
+    assert response.status_code == 200 and Proposal.objects.count() == 2
+
+
+def test_a_retry_of_an_aborted_integration_integrates_again(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "INTEGRATE_ATTEMPTS": 2}
+    body = {"message": "m", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    # Given a landing whose integration failed as aborted (the stream kept moving; the
+    # proposal is untouched), as the compare-and-swap's exhausted retries leave it
+    with patch.object(integration, "_land_once", side_effect=integration._LostRace(0)):
+        first = land(api, body, key="k")
+    assert first.status_code == 409 and first.json()["error"]["code"] == "aborted"
+    assert first.json()["error"]["details"][-1]["proposal"] == Proposal.objects.get().pk
+
+    # When it is retried with its key, then it integrates (once), as aborted asks
+    again = land(api, body, key="k")
+
+    assert again.status_code == 200 and again.json()["outcome"] == "fast_forward"
+    assert Changeset.objects.count() == Proposal.objects.count() == 1
+    assert land(api, body, key="k").json() == again.json()

@@ -1,0 +1,149 @@
+"""The ref mirror: a repository directory survives git's own maintenance (issue 8, item 1)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+from repos.models import Changeset, Proposal, Repository
+from repos.services import refmirror, stores
+
+from .conftest import fsck, git
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _history(api) -> dict:
+    """Every kind of object the database names: streams, open and conflicted proposals, a
+    changeset never proposed, one landed by fast-forward and one by merge."""
+    base = api.write(None, {"a.txt": "a\n", "b.txt": "b\n"}, "base\n")
+    api.land(base)
+    ours = api.write(base, {"a.txt": "ours\n"}, "ours\n")
+    theirs = api.write(base, {"a.txt": "theirs\n"}, "theirs\n")
+    merged = api.write(base, {"c.txt": "c\n"}, "merged\n")
+    api.land(ours)
+    conflicted = api.propose(theirs)
+    assert api.integrate(conflicted).json()["outcome"] == "conflict"
+    assert api.land(merged)["outcome"] == "merge"
+    assert api.post("/streams", {"name": "topic/x", "from": base}).status_code == 201
+    waiting = api.propose(api.write(base, {"d.txt": "d\n"}, "waiting\n"), stream="topic/x")
+    lonely = api.write(None, {"lonely.txt": "nobody proposed me\n"}, "lonely\n")
+    # A commit the store has but no row records (git wrote it), proposed by its id.
+    git_dir = stores.repository_path("demo")
+    tree = git(git_dir, "rev-parse", f"{base}^{{tree}}").stdout.strip()
+    stray = git(git_dir, "commit-tree", tree, "-m", "made by git", env=_IDENTITY).stdout.strip()
+    unrecorded = api.propose(stray, stream="topic/x")
+    return {"conflicted": conflicted, "waiting": waiting, "lonely": lonely, "unrecorded": unrecorded}
+
+
+_IDENTITY = {"GIT_AUTHOR_NAME": "git", "GIT_AUTHOR_EMAIL": "git@example.com"} | {
+    "GIT_COMMITTER_NAME": "git",
+    "GIT_COMMITTER_EMAIL": "git@example.com",
+}
+
+
+def _reads_back(api, made: dict) -> None:
+    for changeset in Changeset.objects.all():
+        assert api.get(f"/changesets/{changeset.commit_id}").status_code == 200
+        assert api.get(f"/tree/{changeset.commit_id}").status_code == 200, changeset.commit_id
+    for proposal in Proposal.objects.all():
+        assert api.get(f"/tree/{proposal.head}").status_code == 200
+    for stream in ("main", "topic/x"):
+        assert api.get(f"/tree/{stream}").status_code == 200
+        assert api.get("/log", rev=stream, limit=500).status_code == 200
+    assert api.file("c.txt") == b"c\n" and api.file("a.txt") == b"ours\n"
+    assert api.file("lonely.txt", rev=made["lonely"]) == b"nobody proposed me\n"
+
+
+def _forget_parsed_objects() -> None:
+    """A fresh process's view: no parsed-object caches."""
+    stores._stores.clear()
+
+
+def test_the_mirror_holds_streams_head_proposals_and_unlanded_changesets(api):
+    made = _history(api)
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+
+    refs = refmirror.actual_refs(git_dir)
+
+    assert refs["refs/heads/main"] == api.head("main")
+    assert refs["refs/heads/topic/x"] == api.head("topic/x")
+    assert (git_dir / "HEAD").read_text() == "ref: refs/heads/main\n"
+    # Proposals of recorded changesets are protected by the changesets' refs; the others by their own.
+    assert f"refs/agentgit/proposals/{made['unrecorded']}" in refs
+    assert [name for name in refs if name.startswith("refs/agentgit/proposals/")] == [
+        f"refs/agentgit/proposals/{made['unrecorded']}"
+    ]
+    for proposal in ("conflicted", "waiting"):
+        head = Proposal.objects.get(pk=made[proposal]).head
+        assert refs[f"refs/agentgit/changesets/{head}"] == head
+    assert refs[f"refs/agentgit/changesets/{made['lonely']}"] == made["lonely"]
+    # What a landing put on a stream is no longer protected on its own.
+    landed = Proposal.objects.filter(state="integrated").values_list("id", "head")
+    for proposal_id, head in landed:
+        assert f"refs/agentgit/proposals/{proposal_id}" not in refs
+        assert f"refs/agentgit/changesets/{head}" not in refs
+    # The mirror is exactly what a rebuild from the database computes.
+    assert refmirror.rebuild(repository) == 0
+
+
+def test_git_gc_prune_now_loses_nothing_the_database_names(api):
+    made = _history(api)
+    git_dir = stores.repository_path("demo")
+
+    git(git_dir, "gc", "--prune=now", "--quiet")
+    _forget_parsed_objects()
+
+    assert not any((git_dir / "objects").glob("??/*")), "gc packed every object"
+    _reads_back(api, made)
+    fsck(git_dir)
+    assert git(git_dir, "for-each-ref", "refs/heads/").stdout.count("\n") == 2
+
+
+def test_recovery_rebuilds_a_lost_or_wrong_mirror_from_the_database(api):
+    made = _history(api)
+    git_dir = stores.repository_path("demo")
+    right = refmirror.actual_refs(git_dir)
+    shutil.rmtree(git_dir / "refs" / "heads")
+    (git_dir / "refs" / "heads").mkdir()
+    (git_dir / "refs" / "heads" / "bogus").write_text(made["lonely"] + "\n")
+    (git_dir / "refs" / "agentgit" / "changesets" / made["lonely"]).unlink()
+    (git_dir / "HEAD").write_text("ref: refs/heads/master\n")
+
+    call_command("agentgit_recover", stdout=io.StringIO())
+
+    assert refmirror.actual_refs(git_dir) == right
+    assert (git_dir / "HEAD").read_text() == "ref: refs/heads/main\n"
+    git(git_dir, "gc", "--prune=now", "--quiet")
+    _forget_parsed_objects()
+    _reads_back(api, made)
+
+
+def test_every_repository_has_git_automatic_maintenance_off(api):
+    git_dir = stores.repository_path("demo")
+    for key, value in refmirror.GIT_CONFIG.items():
+        assert git(git_dir, "config", "--get", key).stdout.strip() == value
+    # An existing repository (made before this rule) gets the same config when first opened.
+    git(git_dir, "config", "--unset", "gc.auto")
+    _forget_parsed_objects()
+    stores.store_for("demo")
+    assert git(git_dir, "config", "--get", "gc.auto").stdout.strip() == "0"
+    assert settings.AGENTGIT["REPOS_DIR"] in git_dir.parents
+
+
+def test_a_head_whose_object_is_missing_does_not_stop_the_rest_of_the_mirror(api):
+    _history(api)
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+    repository.streams.create(name="broken", head="0123456789" * 4)  # names an object the store lacks
+    (git_dir / "refs" / "heads" / "main").unlink()
+
+    refmirror.rebuild(repository)
+
+    refs = refmirror.actual_refs(git_dir)
+    assert refs["refs/heads/main"] == api.head("main") and "refs/heads/broken" not in refs

@@ -1,0 +1,167 @@
+"""Pushes that must not keep anything: over the size limit, or cut off by a SIGKILL; and the
+production mode (PostgreSQL, Redis, Celery workers) for a clone and a push."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from tests.deployment import ApiClient, Deployment
+
+from .conftest import Remote, commit_file, fsck, git
+
+REPO = "safe"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _repository(server):
+    with ApiClient(server.url, server.token) as client:
+        client.create_repo(REPO)
+        base = client.write(REPO, None, {"README.md": "# safe\n"}, "base")
+        client.integrate(REPO, client.open_proposal(REPO, base)["id"])
+
+
+def _packs(server) -> set[str]:
+    return {path.name for path in (server.repository_dir(REPO) / "objects" / "pack").glob("*.pack")}
+
+
+def _incoming(server) -> list:
+    return list((server.repository_dir(REPO) / "objects").glob("incoming-*"))
+
+
+def _big_commit(clone, megabytes: int) -> str:
+    (clone / "big.bin").write_bytes(os.urandom(megabytes * 1024 * 1024))  # incompressible
+    git(clone, "add", "big.bin")
+    git(clone, "commit", "-q", "-m", "big")
+    return git(clone, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_push_over_the_limit_is_refused_and_nothing_is_kept(server, tmp_path):
+    server.stop_server()
+    server.start_server(workers=1, env={"AGENTGIT_GIT_MAX_PUSH_BYTES": "200000"})
+    try:
+        remote = Remote(server, REPO, server.token, tmp_path)
+        remote.clone("c", "-q")
+        clone = remote.checkout("c")
+        _big_commit(clone, 1)
+        packs = _packs(server)
+        with ApiClient(server.url, server.token) as rest:
+            head = rest.head(REPO)
+
+            refused = git(clone, "push", "origin", "HEAD:refs/heads/main", check=False)
+
+            assert refused.returncode != 0
+            assert "over the limit of 200000 bytes" in refused.stderr
+            assert rest.head(REPO) == head
+        assert _packs(server) == packs and not _incoming(server)
+    finally:
+        server.stop_server()
+        server.start_server(workers=1)
+
+
+def test_a_sigkill_in_the_middle_of_a_push_loses_nothing_acknowledged(server, tmp_path):
+    remote = Remote(server, REPO, server.token, tmp_path)
+    remote.clone("k", "-q")
+    clone = remote.checkout("k")
+    acknowledged = commit_file(clone, "acknowledged.txt", "pushed before the crash\n")
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+    _big_commit(clone, 60)
+
+    push = subprocess.Popen(
+        ["git", "push", "origin", "HEAD:refs/heads/main"], cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while not any((path / "pack").exists() for path in _incoming(server)):  # index-pack is receiving
+        assert time.monotonic() < deadline and push.poll() is None, "the push never reached index-pack"
+        time.sleep(0.01)
+    server.server.kill()
+    push.communicate(timeout=60)
+    assert push.returncode != 0
+
+    server.start_server(workers=1)
+    with ApiClient(server.url, server.token) as rest:
+        assert rest.head(REPO) == acknowledged
+        assert rest.file(REPO, "main", "acknowledged.txt") == b"pushed before the crash\n"
+    directory = server.repository_dir(REPO)
+    assert git(directory, "rev-parse", "refs/heads/main").stdout.strip() == acknowledged
+    fsck(directory)
+    git(directory, "gc", "--prune=now", "-q")
+    fsck(directory)
+    # The same push, again (the server came back on another port), now lands whole.
+    git(clone, "remote", "set-url", "origin", remote.url())
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+    with ApiClient(server.url, server.token) as rest:
+        assert rest.head(REPO) == git(clone, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_production_mode_clone_and_push_through_workers(tmp_path):
+    with Deployment("production") as deployment:
+        deployment.start_server(workers=2)
+        deployment.start_worker()
+        token = deployment.create_token("agent", rate=100_000, burst=100_000)
+        with ApiClient(deployment.url, token) as rest:
+            rest.create_repo(REPO)
+            base = rest.write(REPO, None, {"README.md": "# production\n"}, "base")
+            rest.integrate(REPO, rest.open_proposal(REPO, base)["id"])
+            remote = Remote(deployment, REPO, token, tmp_path)
+            remote.clone("c", "-q")
+            clone = remote.checkout("c")
+            pushed = commit_file(clone, "pushed.txt", "pushed\n")
+            git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+            assert rest.head(REPO) == pushed
+            theirs = rest.write(REPO, pushed, {"theirs.txt": "theirs\n"}, "theirs")
+            rest.integrate(REPO, rest.open_proposal(REPO, theirs)["id"])
+            commit_file(clone, "ours.txt", "ours\n")
+
+            done = git(clone, "push", "origin", "HEAD:refs/for/main")
+
+            merged = rest.head(REPO)
+            assert f"merged into main as changeset {merged}" in done.stderr
+            git(clone, "pull", "-q", "--ff-only", "origin", "main")
+            assert git(clone, "rev-parse", "HEAD").stdout.strip() == merged
+            fsck(clone)
+            fsck(deployment.repository_dir(REPO))
+
+
+def test_maintenance_beside_landings_pushes_and_clones_loses_nothing(server, tmp_path):
+    import threading
+
+    remote = Remote(server, REPO, server.token, tmp_path)
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def maintain_repeatedly() -> None:
+        while not stop.is_set():
+            try:
+                server.manage("agentgit_maintain", "--force", REPO)
+            except Exception as error:  # reported below, not lost in the thread
+                failures.append(str(error))
+                return
+
+    maintainer = threading.Thread(target=maintain_repeatedly)
+    maintainer.start()
+    try:
+        with ApiClient(server.url, server.token) as rest:
+            remote.clone("pusher", "-q")
+            clone = remote.checkout("pusher")
+            for n in range(12):
+                head = rest.write(REPO, rest.head(REPO), {f"rest-{n}.txt": f"{n}\n"}, f"rest {n}")
+                rest.integrate(REPO, rest.open_proposal(REPO, head)["id"])
+                git(clone, "pull", "-q", "--ff-only", "origin", "main")
+                commit_file(clone, f"git-{n}.txt", f"{n}\n")
+                git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+                remote.clone(f"reader-{n}", "-q", "--depth", "1")
+            final = rest.head(REPO)
+    finally:
+        stop.set()
+        maintainer.join(timeout=120)
+    assert not failures, failures
+    remote.clone("final", "-q")
+    assert git(remote.work / "final", "rev-parse", "HEAD").stdout.strip() == final
+    fsck(remote.work / "final")
+    fsck(server.repository_dir(REPO))
+    loose = git(server.repository_dir(REPO), "count-objects").stdout
+    assert loose.startswith("0 objects") or int(loose.split()[0]) < 50, loose

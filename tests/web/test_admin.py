@@ -1,0 +1,59 @@
+"""Django admin: repository access is granted and revoked there, through the access service;
+credentials list their scopes as words."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from repos.models import RepositoryAccess
+from repos.services.access import can_read
+from repos.services.repositories import create_repository
+from tests.factories import CredentialFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client():
+    client = Client()
+    client.force_login(UserFactory(username="root", is_superuser=True, is_staff=True))
+    return client
+
+
+def test_access_is_granted_and_revoked_in_the_admin(admin_client, settings, tmp_path):
+    settings.AGENTGIT = {**settings.AGENTGIT, "REPOS_DIR": tmp_path / "repos"}
+    repository = create_repository("demo")
+    person = UserFactory(username="pat")
+    added = admin_client.post("/admin/repos/repositoryaccess/add/", {"user": person.pk, "repository": repository.pk})
+    assert added.status_code == 302, added.content[:2000]
+    assert can_read(person, repository)
+    again = admin_client.post("/admin/repos/repositoryaccess/add/", {"user": person.pk, "repository": repository.pk})
+    assert again.status_code == 200 and RepositoryAccess.objects.count() == 1  # refused: it exists
+    listing = admin_client.get("/admin/repos/repositoryaccess/?q=pat").content.decode()
+    assert "pat" in listing and "demo" in listing
+    access = RepositoryAccess.objects.get()
+    revoked = admin_client.post(
+        "/admin/repos/repositoryaccess/", {"action": "revoke", "_selected_action": [access.pk]}, follow=True
+    )
+    assert b"Revoked 1 grant" in revoked.content
+    assert not can_read(person, repository)
+    assert admin_client.get(f"/admin/repos/repositoryaccess/{access.pk}/change/").status_code in (302, 404)
+
+
+def test_credentials_show_their_scopes_as_words(admin_client):
+    CredentialFactory(scopes=["read", "write"], name="ci")
+    listing = admin_client.get("/admin/repos/credential/").content.decode()
+    assert "read, write" in listing and "[&#x27;read&#x27;" not in listing
+
+
+def test_a_credential_is_shown_read_only_and_never_edited_by_a_raw_save(admin_client):
+    credential = CredentialFactory(scopes=["read"], name="ci")
+    page = admin_client.get(f"/admin/repos/credential/{credential.pk}/change/").content.decode()
+    assert "read" in page and 'name="scopes"' not in page and 'name="_save"' not in page
+    refused = admin_client.post(
+        f"/admin/repos/credential/{credential.pk}/change/", {"name": "renamed", "scopes": ["read", "admin"]}
+    )
+    assert refused.status_code == 403
+    credential.refresh_from_db()
+    assert credential.name == "ci" and credential.scopes == ["read"]

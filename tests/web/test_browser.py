@@ -1,0 +1,230 @@
+"""The web UI in a real browser: headless Chromium (Debian's, ``make chromium``) driven by
+Playwright against a real server (uvicorn, a fresh data directory).
+
+A person logs in and follows links from the home page to every kind of page, asserting what
+each shows; an integration landed through the API appears on the open activity page without a
+reload; HTML planted in a file name, its content, a commit message, provenance and a proposal
+title stays text, and no script runs (a dialog fails the test). A screenshot of each page is
+saved under ``test-output/web/`` (git ignores it).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.deployment import ApiClient, Deployment
+
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "web"
+PASSWORD = "a long browser password"
+SCRIPT = "<script>alert(1)</script>"
+TEXT = "".join(f"line {n}\n" for n in range(1, 31))
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: make chromium")
+
+PEOPLE = f"""
+from django.contrib.auth import get_user_model
+from repos.services.access import grant_access
+from repos.services.repositories import get_repository
+user = get_user_model().objects.create_user("robin", password={PASSWORD!r})
+grant_access(user, get_repository("demo"))
+"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    with Deployment("embedded") as deployment:
+        token = deployment.create_token("ci")
+        deployment.manage("collectstatic", "--noinput", "-v", "0")
+        deployment.start_server()
+        with ApiClient(deployment.url, token) as api:
+            api.create_repo("demo")
+            deployment.history = build_history(api)
+        deployment.manage("shell", "-c", PEOPLE)
+        deployment.api = ApiClient(deployment.url, token)
+        yield deployment
+        deployment.api.close()
+        log = deployment.server.log()
+        assert "Traceback" not in log, log
+
+
+def land(api: ApiClient, head: str, title: str = "") -> dict:
+    return api.integrate("demo", api.open_proposal("demo", head, title=title)["id"])
+
+
+def build_history(api: ApiClient) -> dict:
+    app = 'def greet(name):\n    """Say hello."""\n    return "hello " + name\n'
+    base = api.write("demo", None, {"README.md": "# Demo\n\nA *small* repository.\n", "src/app.py": app,
+                                    "notes.txt": TEXT}, "base: the first files", agent="agent-a", task="T-1")  # fmt: skip
+    land(api, base)
+    second = api.write("demo", base, {"src/app.py": app.replace('"hello " + name', '"hello, " + name + "!"')},
+                       "greet with punctuation", agent="agent-b", task="T-2")  # fmt: skip
+    land(api, second)
+    hostile = api.write(
+        "demo", second, {f"{SCRIPT}.txt": f'<img src=x onerror="alert(2)">{SCRIPT}\n', "notes.txt": TEXT + "more\n"},
+        f"{SCRIPT} in a message", agent=f"agent {SCRIPT}", task=SCRIPT,
+    )  # fmt: skip
+    land(api, hostile, title=f"{SCRIPT} title")
+    ours = api.write("demo", hostile, {"notes.txt": TEXT.replace("line 5\n", "ours\n") + "more\n"}, "ours")
+    land(api, ours)
+    theirs = api.write("demo", hostile, {"notes.txt": TEXT.replace("line 5\n", "theirs\n") + "more\n"}, "theirs")
+    conflict = land(api, theirs, title="a conflicting edit")
+    assert conflict["outcome"] == "conflict"
+    return {"base": base, "second": second, "hostile": hostile, "ours": ours, "theirs": theirs}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)  # overwritten page by page (xdist workers share it)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A logged-in page; any dialog (an injected script's alert) or CSP violation fails the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.dialogs = []
+    page.console_errors = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
+    page.goto(server.url + "/")
+    assert "/login" in page.url
+    shot(page, "00-login")
+    page.fill("#id_username", "robin")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(server.url + "/")
+    yield page
+    assert page.dialogs == [], "a script ran"
+    assert not [e for e in page.console_errors if "Content Security Policy" in e], page.console_errors
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_following_links_from_the_home_page_through_every_kind_of_page(page, server):
+    history = server.history
+    shot(page, "01-home")
+    page.click("a[href='/repos/demo/']")
+    assert page.locator(".readme h1").inner_text() == "Demo"
+    assert page.locator("table.streams").inner_text().count("main") >= 1
+    assert "fast_forward" in page.locator("aside").inner_text()
+    shot(page, "02-repository")
+
+    page.click("table.entries a:text-is('src/')")
+    assert page.locator(".crumbs").inner_text() == "demo / src"
+    assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
+    shot(page, "02-tree")
+    page.fill("input[name=q]", "app py")
+    page.press("input[name=q]", "Enter")
+    assert page.locator("ul.list li").all_inner_texts() == ["src/app.py"]
+    shot(page, "02-find")
+    page.click("ul.list a:text-is('src/app.py')")
+    assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
+    assert page.locator("tr#L3 td.src").inner_text().startswith("    return")
+    page.click("tr#L2 td.num a")
+    assert page.url.endswith("#L2") and page.locator("tr#L2.target").count() == 1
+    page.goto(page.url.split("#")[0] + "#L1-L3")
+    assert page.locator("tr.target").count() == 3
+    shot(page, "03-file")
+
+    page.click("a.button:text-is('Blame')")
+    assert page.locator("table.blame td.who").count() == 2  # two hunks: base and second
+    assert history["second"][:12] in page.locator("table.blame").inner_text()
+    assert page.locator(".legend .swatch").count() == 10
+    shot(page, "04-blame")
+    page.locator("a.parent").first.click()
+    assert history["second"][:12] not in page.locator("table.blame").inner_text()  # the view before it
+    assert history["base"][:12] in page.locator("table.blame").inner_text()
+    shot(page, "05-blame-parent")
+
+    page.go_back()
+    page.click("a.button:text-is('History')")
+    assert "?path=src/app.py" in page.url
+    entries = page.locator("ul.log li").all_inner_texts()
+    assert len(entries) == 2 and "greet with punctuation" in entries[0] and "agent-b" in entries[0]
+    assert page.locator("ul.log time").first.get_attribute("title").endswith("UTC")
+    shot(page, "06-path-log")
+
+    page.click("ul.log a.strong:text-is('greet with punctuation')")
+    assert "agent-b" in page.locator("dl.facts").inner_text() and "T-2" in page.locator("dl.facts").inner_text()
+    page.click(".toggle a:text-is('Unified')")
+    assert page.locator("table.diff.unified").count() == 1
+    assert page.locator("table.diff.unified tr.add .x").count() >= 1  # the changed words
+    shot(page, "07-changeset-unified")
+    page.click(".toggle a:text-is('Split')")
+    assert page.locator("table.diff.split").count() == 1
+    assert page.locator("table.diff.split td.del").count() == 1 and page.locator("table.diff.split td.add").count() == 1
+    shot(page, "08-changeset-split")
+    page.click("nav.tabs a:text-is('Log')")
+    assert page.locator("ul.log li").count() == 4  # the stream's whole history, newest first
+    shot(page, "08-stream-log")
+    page.locator("ul.log a.strong").last.click()
+    assert page.locator("table.diff.split").count() >= 1  # the layout is remembered
+    page.click(".toggle a:text-is('Unified')")
+
+    page.click("nav.tabs a:text-is('Compare')")
+    page.fill("input[name=from]", history["base"])
+    page.fill("input[name=to]", "main")
+    page.click("button:text-is('Compare')")
+    assert re.search(r"/compare/[0-9a-f]{40}\.\.main$", page.url)
+    tools = page.locator(".diff-tools").inner_text()
+    assert "3 files changed" in tools
+    shot(page, "09-compare")
+
+    page.click("nav.tabs a:text-is('Proposals')")
+    shot(page, "10-proposals")
+    page.click(".state-tabs a:text-is('conflicted')")
+    page.click("ul.log a.strong:has-text('a conflicting edit')")
+    conflicts = page.locator("section.conflicts").inner_text()
+    assert "notes.txt" in conflicts and "content" in conflicts
+    assert page.locator("section.conflicts a[href*='/blob/']").count() >= 2  # both sides' versions
+    assert "theirs" in page.locator(".diff-files").inner_text()  # what the proposal brings
+    shot(page, "11-conflicted-proposal")
+
+
+def test_an_integration_appears_on_the_open_activity_page_without_a_reload(page, server):
+    page.click("a[href='/repos/demo/']")
+    page.click("nav.tabs a:text-is('Activity')")
+    before = page.locator("#activity li").count()
+    page.evaluate("window.notReloaded = true")
+    api = server.api
+    head = api.write("demo", api.head("demo"), {"live.txt": "landed while watching\n"}, "live landing")
+    outcome = land(api, head)
+    assert outcome["outcome"] == "fast_forward"
+    landed = page.locator("#activity li.fresh", has=page.locator(".kind", has_text="stream.integrate"))
+    landed.wait_for(timeout=15_000)
+    assert outcome["stream_head"][:12] in landed.inner_text() and "fast_forward" in landed.inner_text()
+    assert page.evaluate("window.notReloaded") is True
+    assert page.locator("#activity li").count() >= before + 2  # proposal.opened and stream.integrate
+    shot(page, "12-activity-live")
+
+
+def test_html_in_names_contents_messages_provenance_and_titles_stays_text(page, server):
+    hostile = server.history["hostile"]
+    visits = {
+        "/repos/demo/tree/main": "<script>alert(1)<",  # a directory: the "/" of "</script>" splits the name
+        "/repos/demo/blob/main/%3Cscript%3Ealert(1)%3C/script%3E.txt": '<img src=x onerror="alert(2)">',
+        "/repos/demo/blame/main/%3Cscript%3Ealert(1)%3C/script%3E.txt": SCRIPT,
+        "/repos/demo/log/main": f"{SCRIPT} in a message",
+        f"/repos/demo/changeset/{hostile}": f"agent {SCRIPT}",
+        "/repos/demo/proposals/": f"{SCRIPT} title",
+        "/repos/demo/activity/": f"{SCRIPT} title",
+    }
+    for number, (url, text) in enumerate(visits.items()):
+        page.goto(server.url + url)
+        assert page.get_by_text(text, exact=False).count() >= 1, url  # shown as the text it is
+        assert page.locator("main script, main img[src=x]").count() == 0, url  # not as markup
+        shot(page, f"2{number}-escaping")
+    assert page.dialogs == []

@@ -1,0 +1,174 @@
+"""What the pages show, through the Django test client: content, escaping, diffs, blame, log,
+proposals, and the limits that keep large inputs usable."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from repos.services.browse import describe
+from tests.web.conftest import HOSTILE_NAME, SCRIPT, land, write
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+def test_html_in_names_contents_messages_and_provenance_is_text_on_every_page(reader, sample):
+    r = sample.repository.name
+    name = quote(HOSTILE_NAME)
+    urls = {
+        f"/repos/{r}/tree/main": "the name",
+        f"/repos/{r}/blob/main/{name}": "the content",
+        f"/repos/{r}/blame/main/{name}": "content and message",
+        f"/repos/{r}/log/main": "the message",
+        f"/repos/{r}/log/main?path={name}": "the message",
+        f"/repos/{r}/changeset/{sample.hostile}": "message, provenance, name, diff",
+        f"/repos/{r}/compare/{sample.renamed}..{sample.hostile}": "the diff",
+        f"/repos/{r}/proposals/": "the title",
+        f"/repos/{r}/activity/": "the title",
+        f"/repos/{r}/find/main?q=script": "the name",
+        f"/repos/{r}/": "the README",
+    }
+    for url, what in urls.items():
+        html = reader.get(url).content.decode()
+        assert SCRIPT not in html and "<script>alert" not in html, (url, what)
+        # The name is a directory "<script>alert(1)<" holding "script>.txt" (a "/" is in "</script>").
+        assert ESCAPED in html or "&lt;script&gt;alert(3)" in html or "&lt;script&gt;alert(1)&lt;" in html, (url, what)
+        assert "onerror=" not in html.replace("onerror=&quot;", ""), (url, what)
+
+
+def test_the_readme_is_rendered_markdown_without_scripts(reader, sample):
+    html = reader.get("/repos/demo/").content.decode()
+    assert "<h1>Demo</h1>" in html and "<em>markdown</em>" in html
+    assert 'rel="noopener noreferrer nofollow"' in html
+    assert "alert(3)" not in html.replace("&lt;script&gt;alert(3)&lt;/script&gt;", "")
+
+
+def test_the_repository_home_lists_streams_integrations_and_proposals(reader, sample):
+    html = reader.get("/repos/demo/").content.decode()
+    assert "feature/x" in html and sample.base[:12] in html  # the stream and its head
+    assert (
+        "fast_forward" in html and f"#{sample.conflicted}" not in html.split("Recent integrations")[1].split("Open")[0]
+    )
+    assert "git clone" in html and "coming" in html  # no clone URL yet
+
+
+def test_a_file_is_highlighted_with_line_anchors_and_links(reader, sample):
+    html = reader.get("/repos/demo/blob/main/src/app.py").content.decode()
+    assert '<tr id="L1">' in html and 'href="#L2"' in html
+    assert '<span class="k">def</span>' in html  # Pygments' keyword class
+    assert f"/repos/demo/raw/{sample.merged}/src/app.py" in html  # the permalink changeset's raw file
+    assert "/repos/demo/blame/main/src/app.py" in html and "?path=src/app.py" in html
+
+
+def test_binary_files_and_images_are_not_shown_as_text(reader, sample):
+    image = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+    from repos.services.content import upload_blob
+
+    blob, _ = upload_blob(sample.repository, image)
+    head = write(sample.repository, sample.merged, operations=[
+        {"op": "write", "path": "logo.png", "blob": blob},
+        {"op": "write", "path": "data.bin", "blob": upload_blob(sample.repository, b"\x00\x01" * 500)[0]},
+    ])  # fmt: skip
+    land(sample.repository, head)
+    png = reader.get("/repos/demo/blob/main/logo.png").content.decode()
+    assert '<img src="/repos/demo/raw/' in png
+    raw = reader.get("/repos/demo/raw/main/logo.png")
+    assert raw["Content-Type"] == "image/png" and raw.content == image
+    binary = reader.get("/repos/demo/blob/main/data.bin").content.decode()
+    assert "Binary, 1000 bytes." in binary
+    diff = reader.get(f"/repos/demo/changeset/{head}").content.decode()
+    assert "Binary file, 1,000 bytes." in diff and f"Binary file, {len(image)} bytes." in diff
+
+
+def test_a_large_file_and_a_megabyte_line_are_cut_with_a_link_to_raw(reader, sample):
+    huge = "x = 1\n" * 200_000  # 1.2 MB
+    line = "y" * 1_000_000 + "\nshort\n"
+    head = write(sample.repository, sample.merged, {"big.py": huge, "long.txt": line})
+    land(sample.repository, head)
+    big = reader.get("/repos/demo/blob/main/big.py").content.decode()
+    assert "too large to show here" in big and "View raw" in big and len(big) < 50_000
+    long = reader.get("/repos/demo/blob/main/long.txt").content.decode()
+    assert "very long line cut" in long and len(long) < 50_000 and "short" in long
+    diff = reader.get(f"/repos/demo/changeset/{head}").content.decode()
+    assert "File too large to compare here" in diff and len(diff) < 100_000
+
+
+def test_a_diff_of_thousands_of_files_lists_them_all_and_compares_a_bounded_number(reader, sample):
+    files = {f"gen/{n // 100}/f{n}.txt": f"{n}\n" for n in range(1500)}
+    head = write(sample.repository, sample.merged, files)
+    html = reader.get(f"/repos/demo/changeset/{head}").content.decode()
+    assert "1500 files changed" in html
+    assert "500 not compared on this page" in html  # 1 000 compared, the rest listed with a link
+    assert html.count('class="diff-file box"') == 1500
+    assert 'class="file-tree box"' in html  # the changed-files tree
+    one = reader.get(f"/repos/demo/changeset/{head}?path=gen/14/f1499.txt").content.decode()
+    assert "1 file changed" in one and "1499" in one
+
+
+def test_diff_layouts_word_highlighting_renames_and_whitespace(reader, sample):
+    url = f"/repos/demo/changeset/{sample.second}"
+    unified = reader.get(url + "?layout=unified").content.decode()
+    assert 'class="diff unified"' in unified
+    assert '<span class="x">, </span>' in unified or '<span class="x">,' in unified  # changed words marked
+    split = reader.get(url + "?layout=split")
+    assert 'class="diff split"' in split.content.decode()
+    assert split.cookies["diff_layout"].value == "split"
+    assert 'class="diff split"' in reader.get(url).content.decode()  # remembered
+    renamed = reader.get(f"/repos/demo/changeset/{sample.renamed}").content.decode()
+    assert "notes.txt → docs/notes.txt" in renamed and "100% similar" in renamed
+    spaced = write(sample.repository, sample.merged, {"src/app.py": 'def greet(name):\n    return   "<b>" +   name\n'})
+    assert "Only whitespace changed." in reader.get(f"/repos/demo/changeset/{spaced}?w=1").content.decode()
+    assert '<tr class="add">' in reader.get(f"/repos/demo/changeset/{spaced}?layout=unified").content.decode()
+
+
+def test_blame_attributes_hunks_colours_them_by_age_and_blames_the_parent(reader, sample):
+    html = reader.get("/repos/demo/blame/main/src/app.py").content.decode()
+    info = describe(sample.repository, [sample.hostile])[sample.hostile]
+    assert sample.hostile[:12] in html and "age-9" in html and 'class="legend"' in html
+    assert f"/repos/demo/blame/{info.parents[0]}/src/app.py#L2" in html  # blame the parent, at the hunk
+    parent = reader.get(f"/repos/demo/blame/{info.parents[0]}/src/app.py").content.decode()
+    assert sample.second[:12] in parent and sample.base[:12] in parent
+
+
+def test_the_log_pages_and_filters_by_path(reader, sample):
+    page = reader.get("/repos/demo/log/main").content.decode()
+    assert "greet with punctuation" in page and "move notes into docs" in page
+    assert "<time datetime=" in page and 'title="20' in page  # relative time, exact on hover
+    only = reader.get("/repos/demo/log/main?path=src/app.py").content.decode()
+    assert "greet with punctuation" in only and "move notes into docs" not in only
+    for n in range(55):
+        write(sample.repository, sample.merged, {"n.txt": f"{n}\n"})
+    parent = sample.merged
+    for n in range(55):
+        parent = write(sample.repository, parent, {"n.txt": f"{n}\n"}, message=f"step {n}\n")
+    land(sample.repository, parent)
+    first = reader.get("/repos/demo/log/main").content.decode()
+    assert "step 54" in first and "Changesets 1–50" in first and "cursor=" in first
+    cursor = first.split("cursor=")[1].split('"')[0].split("&amp;")[0]
+    second = reader.get(f"/repos/demo/log/main?cursor={cursor}").content.decode()
+    assert "Changesets 51–" in second and "step 4\n" not in second and "step 3<" in second
+
+
+def test_a_conflicted_proposal_shows_its_paths_both_sides_and_its_diff(reader, sample):
+    html = reader.get(f"/repos/demo/proposals/{sample.conflicted}").content.decode()
+    assert "conflicted" in html and "a conflicting edit" in html
+    assert "docs/notes.txt" in html and ">content<" in html
+    assert f"/repos/demo/blob/{sample.merged}/docs/notes.txt" in html  # ours: the stream head
+    assert "theirs" in html  # the diff the proposal brings (its line)
+    both = reader.get(f"/repos/demo/compare/{sample.merged}..{sample.theirs_head}?path=docs/notes.txt").content.decode()
+    assert "1 file changed" in both and "ours" in both and "theirs" in both  # the two sides, line by line
+    assert f"/repos/demo/compare/{sample.merged}..{sample.theirs_head}?path=docs/notes.txt" in html
+    listed = reader.get("/repos/demo/proposals/?state=conflicted").content.decode()
+    assert "a conflicting edit" in listed and "title</a>" not in listed
+
+
+def test_go_to_file_and_trees_at_streams_with_slashes(reader, sample):
+    found = reader.get("/repos/demo/find/main?q=app py").content.decode()
+    assert "/repos/demo/blob/main/src/app.py" in found
+    feature = reader.get("/repos/demo/tree/feature/x").content.decode()
+    assert "notes.txt" in feature and "docs/" not in feature
+    assert reader.get("/repos/demo/tree/main/nothing-here").status_code == 404
+    assert reader.get("/repos/demo/blob/main/../etc/passwd").status_code in (400, 404)
