@@ -7,10 +7,12 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
-from ..services import integration, proposals, resolution
+from ..services import proposals, resolution
 from . import serializers as s
 from . import serializers_proposals as sp
 from .base import ApiView, repository, validated
+from .idempotency import IDEMPOTENCY_KEY, idempotent, integration_of
+from .schema import id_parameter
 from .views import WAIT_PARAMETER, integrate_wait, integration_responses, operation_answer
 
 
@@ -45,19 +47,23 @@ class ResolveView(ApiView):
     scopes = {"POST": "integrate"}
 
     @extend_schema(
+        summary="Resolve a conflicted proposal",
         request=sp.ResolveRequest,
-        parameters=[WAIT_PARAMETER],
+        parameters=[id_parameter("proposal_id"), IDEMPOTENCY_KEY, WAIT_PARAMETER],
         responses=integration_responses("merge, or conflict (a new package)"),
     )
     def post(self, request, repo, proposal_id):
         """Resolve the proposal's conflicts in one call: the server builds the merge on
-        ``stream_head`` with the resolutions and lands it (scope ``integrate``)."""
-        # Idempotency-Key (API.md): resolve is one of the creating POSTs a retried key answers
-        # once; the idempotency layer (issue 12, with .../land) wraps this view as it does integrate.
+        ``stream_head`` with the resolutions and lands it (scope ``integrate``). A retry with the
+        same ``Idempotency-Key`` answers the first resolution's outcome and resolves once."""
         body, wait = _plain(validated(sp.ResolveRequest, request)), integrate_wait(request)
-        proposal = proposals.get_proposal(repository(repo), proposal_id)
-        operation = resolution.resolve(proposal, body, credential=request.auth)
-        return operation_answer(integration.wait_for(operation, wait))
+        found = repository(repo)
+        proposal = proposals.get_proposal(found, proposal_id)
+        return idempotent(
+            request,
+            lambda: {"operation": resolution.resolve(proposal, body, credential=request.auth).pk},
+            lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
+        )
 
 
 @extend_schema(tags=["proposals"])

@@ -25,7 +25,7 @@ from engine.store import ObjectBatch, ObjectStore
 
 from ..errors import AlreadyExists, Invalid, NotFound, from_engine
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule
-from . import proposals
+from . import proposals, refmirror
 from .content import author_signature
 from .events import PROPOSAL_RESOLVED, append_event
 from .integration import closed_refusal, request_integration, resolver_rules
@@ -194,6 +194,7 @@ def _record_changeset(
     resolved: list[dict],
     credential: Credential | None,
 ) -> None:
+    refmirror.protect_changeset(repository.name, merge_id)  # before its row names it
     Changeset.objects.get_or_create(
         repository=repository,
         commit_id=merge_id,

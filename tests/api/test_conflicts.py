@@ -271,3 +271,15 @@ def test_an_integrated_proposal_is_neither_revised_nor_closed(api):
         assert answer.status_code == 400 and "integrated" in answer.json()["error"]["message"], suffix
     assert api.post(f"/proposals/{proposal}/revisions", {"head": other, "title": "x"}).status_code == 400
     assert api.get(f"/proposals/{proposal}").json()["head"] == head
+
+
+def test_a_resolve_retried_with_its_idempotency_key_resolves_once(api):
+    _base, proposal, outcome = conflicted(api, lines(5), lines(5, l3="a"), lines(5, l3="b"))
+    body = {"stream_head": outcome["stream_head"], "resolutions": [{"path": "f.txt", "content": lines(5, l3="ab")}]}
+    url = api.url(f"/proposals/{proposal}/resolve")
+    first = api.client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="resolve-1")
+    again = api.client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="resolve-1")
+    assert first.status_code == again.status_code == 200, (first.content, again.content)
+    assert first.json() == again.json()
+    revisions = api.get(f"/proposals/{proposal}/revisions").json()["revisions"]
+    assert [r["kind"] for r in revisions] == ["opened", "resolved"]
