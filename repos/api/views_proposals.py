@@ -27,7 +27,11 @@ def _plain(value):
 
 @extend_schema(tags=["proposals"])
 class ConflictsView(ApiView):
-    @extend_schema(responses={200: sp.ConflictPackageSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="Get a proposal's conflict package",
+        parameters=[id_parameter("proposal_id")],
+        responses={200: sp.ConflictPackageSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, proposal_id):
         """The conflict package: per conflicting path its kind, base/ours/theirs (ours is the
         stream, theirs the proposal) and, for text, a blob with diff3 conflict markers."""
@@ -68,13 +72,22 @@ class ResolveView(ApiView):
 
 @extend_schema(tags=["proposals"])
 class RevisionsView(ApiView):
-    @extend_schema(responses={200: sp.RevisionListSerializer, **s.errors(404)})
+    @extend_schema(
+        summary="List a proposal's revisions",
+        parameters=[id_parameter("proposal_id")],
+        responses={200: sp.RevisionListSerializer, **s.errors(404)},
+    )
     def get(self, request, repo, proposal_id):
         """Every revision of the proposal, oldest first, each with its integration outcome."""
         proposal = proposals.get_proposal(repository(repo), proposal_id)
         return Response({"revisions": sp.RevisionSerializer(proposals.revisions(proposal), many=True).data})
 
-    @extend_schema(request=sp.RevisionCreate, responses={201: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Revise a proposal",
+        request=sp.RevisionCreate,
+        parameters=[id_parameter("proposal_id")],
+        responses={201: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo, proposal_id):
         """Give the proposal a new head (its next revision); integrating integrates the latest."""
         body = validated(sp.RevisionCreate, request)
@@ -85,7 +98,12 @@ class RevisionsView(ApiView):
 
 @extend_schema(tags=["proposals"])
 class CloseView(ApiView):
-    @extend_schema(request=sp.ProposalAction, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Close a proposal",
+        request=sp.ProposalAction,
+        parameters=[id_parameter("proposal_id")],
+        responses={200: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo, proposal_id):
         """Close the proposal: it is never integrated while closed."""
         validated(sp.ProposalAction, request)
@@ -96,7 +114,12 @@ class CloseView(ApiView):
 
 @extend_schema(tags=["proposals"])
 class ReopenView(ApiView):
-    @extend_schema(request=sp.ProposalAction, responses={200: s.ProposalSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Reopen a proposal",
+        request=sp.ProposalAction,
+        parameters=[id_parameter("proposal_id")],
+        responses={200: s.ProposalSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo, proposal_id):
         """Reopen a closed proposal."""
         validated(sp.ProposalAction, request)
@@ -108,13 +131,17 @@ class ReopenView(ApiView):
 class ResolversView(ApiView):
     scopes = {"POST": "admin"}
 
-    @extend_schema(responses={200: sp.ResolverListSerializer, **s.errors(404)})
+    @extend_schema(summary="List resolver rules", responses={200: sp.ResolverListSerializer, **s.errors(404)})
     def get(self, request, repo):
         """The repository's resolver rules, in the order they are tried."""
         rules = resolution.list_rules(repository(repo))
         return Response({"resolvers": sp.ResolverSerializer(rules, many=True).data})
 
-    @extend_schema(request=sp.ResolverCreate, responses={201: sp.ResolverSerializer, **s.errors(400, 404)})
+    @extend_schema(
+        summary="Add a resolver rule",
+        request=sp.ResolverCreate,
+        responses={201: sp.ResolverSerializer, **s.errors(400, 404)},
+    )
     def post(self, request, repo):
         """Add a rule (scope ``admin``): paths matching ``pattern`` merge conflicting content by
         ``rule`` (union, ours, theirs) before anything is reported as a conflict."""
@@ -126,7 +153,11 @@ class ResolversView(ApiView):
 class ResolverView(ApiView):
     scopes = {"DELETE": "admin"}
 
-    @extend_schema(responses={204: None, **s.errors(404)})
+    @extend_schema(
+        summary="Remove a resolver rule",
+        parameters=[id_parameter("rule_id")],
+        responses={204: None, **s.errors(404)},
+    )
     def delete(self, request, repo, rule_id):
         """Remove a resolver rule (scope ``admin``)."""
         resolution.delete_rule(repository(repo), rule_id)
