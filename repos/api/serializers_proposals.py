@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from .serializers import Body, ConflictSerializer
+from . import schema
+from .serializers import Body, Choice, ConflictSerializer, Patterned, Text
 
 
 class VersionSerializer(serializers.Serializer):
@@ -56,23 +57,27 @@ class ResolverListSerializer(serializers.Serializer):
 
 
 class ResolutionItem(Body):
-    path = serializers.CharField()
-    content = serializers.CharField(
-        required=False, allow_blank=True, trim_whitespace=False, help_text="The resolved text (utf-8) …"
-    )
-    blob = serializers.CharField(required=False, help_text="… or an uploaded blob id …")
+    """One conflicting path's resolution: exactly one of content, blob or delete."""
+
+    path = Patterned(schema.REPOSITORY_PATH)
+    content = Text(required=False, allow_blank=True, help_text="The resolved text (utf-8) …")
+    blob = Patterned(schema.OBJECT_ID, required=False, help_text="… or an uploaded blob id …")
     delete = serializers.BooleanField(required=False, help_text="… or true: the path is removed.")
 
 
 class ResolveRequest(Body):
-    stream_head = serializers.CharField(help_text="The stream head the conflicts were resolved against.")
-    resolutions = ResolutionItem(many=True, allow_empty=False)
-    message = serializers.CharField(required=False, trim_whitespace=False)
+    """The stream head the conflicts were resolved against, and each conflicting path's resolution."""
+
+    stream_head = Patterned(schema.REVISION, help_text="The stream head the conflicts were resolved against.")
+    resolutions = serializers.ListField(child=ResolutionItem(), min_length=1)
+    message = Patterned(schema.TEXT, required=False, allow_blank=True, help_text="The merge's commit message.")
     provenance = serializers.DictField(required=False, help_text='{"agent", …}: who resolved')
 
 
 class RevisionCreate(Body):
-    head = serializers.CharField(help_text="A revision: the proposal's new head.")
+    """The proposal's next head."""
+
+    head = Patterned(schema.REVISION, help_text="A revision: the proposal's new head.")
 
 
 class ProposalAction(Body):
@@ -80,5 +85,10 @@ class ProposalAction(Body):
 
 
 class ResolverCreate(Body):
-    pattern = serializers.CharField(help_text="A glob: without '/' it matches the file name at any depth.")
-    rule = serializers.ChoiceField(choices=["union", "ours", "theirs"])
+    """A resolver rule."""
+
+    pattern = Patterned(
+        {**schema.TEXT, "minLength": 1, "maxLength": 200},
+        help_text="A glob: without '/' it matches the file name at any depth (CHANGELOG.md, *.lock).",
+    )
+    rule = Choice(choices=["union", "ours", "theirs"])

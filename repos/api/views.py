@@ -116,10 +116,10 @@ class StreamView(ApiView):
         """The stream's head (null while empty); a stream name may contain '/'."""
         return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
 
-    @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(400, 404)})
+    @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(404)})
     def delete(self, request, repo, stream):
-        """Delete a stream (scope ``admin``; the default stream is refused) with its proposals;
-        its changesets stay readable by id."""
+        """Delete a stream (scope ``admin``; the default stream is refused: 403) with its
+        proposals; its changesets stay readable by id."""
         integration.delete_stream(repository(repo), stream)
         return Response(status=204)
 

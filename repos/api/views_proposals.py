@@ -140,7 +140,7 @@ class ResolversView(ApiView):
     @extend_schema(
         summary="Add a resolver rule",
         request=sp.ResolverCreate,
-        responses={201: sp.ResolverSerializer, **s.errors(400, 404)},
+        responses={201: sp.ResolverSerializer, **s.errors(400, 404, 409)},
     )
     def post(self, request, repo):
         """Add a rule (scope ``admin``): paths matching ``pattern`` merge conflicting content by

@@ -41,7 +41,7 @@ from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
 from engine.store import ObjectStore
 
-from ..errors import Aborted, ApiError, Invalid, NotFound, from_engine
+from ..errors import Aborted, ApiError, Forbidden, Invalid, NotFound, from_engine
 from ..models import Changeset, Operation, Proposal, ProposalRevision, Repository, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
@@ -398,7 +398,7 @@ def delete_stream(repository: Repository, name: str) -> None:
     """Delete a stream (never the default one), with its proposals and operations; its changesets
     stay readable by id (the objects are the repository's, not the stream's)."""
     if name == repository.default_stream:
-        raise Invalid(f"{name!r} is the default stream of {repository.name}: it cannot be deleted")
+        raise Forbidden(f"{name!r} is the default stream of {repository.name}: it cannot be deleted")
     with transaction.atomic():
         # The landing's lock: a landing in flight finishes first, none starts on a deleted stream.
         stream = Stream.objects.select_for_update(of=("self",)).filter(repository=repository, name=name).first()

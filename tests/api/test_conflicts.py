@@ -167,7 +167,7 @@ def test_deleting_a_stream_keeps_its_history_readable_and_refuses_the_default(ap
     assert api.get(f"/changesets/{work}").status_code == 200
     assert api.get(f"/files/{work}/b").content == b"b\n"
     refused = admin.delete("/api/v1/repos/demo/streams/main")
-    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid"
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
     assert "stream.deleted" in [e["kind"] for e in _events(api)]
 
 
