@@ -86,7 +86,7 @@ class RevisionsView(ApiView):
         summary="Revise a proposal",
         request=sp.RevisionCreate,
         parameters=[id_parameter("proposal_id")],
-        responses={201: s.ProposalSerializer, **s.errors(400, 404)},
+        responses={201: s.ProposalSerializer, **s.errors(400, 404, 409)},
     )
     def post(self, request, repo, proposal_id):
         """Give the proposal a new head (its next revision); integrating integrates the latest."""
@@ -102,7 +102,7 @@ class CloseView(ApiView):
         summary="Close a proposal",
         request=sp.ProposalAction,
         parameters=[id_parameter("proposal_id")],
-        responses={200: s.ProposalSerializer, **s.errors(400, 404)},
+        responses={200: s.ProposalSerializer, **s.errors(400, 404, 409)},
     )
     def post(self, request, repo, proposal_id):
         """Close the proposal: it is never integrated while closed."""
@@ -118,7 +118,7 @@ class ReopenView(ApiView):
         summary="Reopen a proposal",
         request=sp.ProposalAction,
         parameters=[id_parameter("proposal_id")],
-        responses={200: s.ProposalSerializer, **s.errors(400, 404)},
+        responses={200: s.ProposalSerializer, **s.errors(400, 404, 409)},
     )
     def post(self, request, repo, proposal_id):
         """Reopen a closed proposal."""

@@ -41,7 +41,7 @@ from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
 from engine.store import ObjectStore
 
-from ..errors import Aborted, ApiError, Forbidden, Invalid, NotFound, from_engine
+from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
 from ..models import Changeset, Operation, Proposal, ProposalRevision, Repository, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
@@ -78,8 +78,8 @@ def request_integration(proposal: Proposal) -> Operation:
     return operation
 
 
-def closed_refusal(proposal: Proposal) -> Invalid:
-    return Invalid(f"proposal {proposal.pk} is closed: reopen it (POST .../reopen) to integrate it")
+def closed_refusal(proposal: Proposal) -> WrongState:
+    return WrongState(f"proposal {proposal.pk} is closed: reopen it (POST .../reopen) to integrate it")
 
 
 def resolver_rules(repository: Repository) -> list[Rule]:

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from engine.conflicts import ConflictDetail, conflict_package
 
-from ..errors import Invalid, NotFound
+from ..errors import Invalid, NotFound, WrongState
 from ..lookups import Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository
 from . import refmirror
@@ -79,9 +79,9 @@ def add_revision(
     """Give the proposal a new head (its next revision); it is open again, its last outcome
     stays with the revision it belonged to. Must run inside the caller's transaction."""
     if proposal.state == Proposal.State.CLOSED:
-        raise Invalid(f"proposal {proposal.pk} is closed: reopen it before revising it")
+        raise WrongState(f"proposal {proposal.pk} is closed: reopen it before revising it")
     if proposal.state == Proposal.State.INTEGRATED:
-        raise Invalid(f"proposal {proposal.pk} is integrated already: open a new proposal for more work")
+        raise WrongState(f"proposal {proposal.pk} is integrated already: open a new proposal for more work")
     last = proposal.revisions.order_by("-number").values_list("number", flat=True).first() or 0
     revision = ProposalRevision.objects.create(
         proposal=proposal, number=last + 1, head=head, kind=kind, author=credential
@@ -122,7 +122,7 @@ def _set_open(proposal: Proposal, *, closing: bool) -> Proposal:
     with transaction.atomic():
         locked = lock_proposal(proposal)
         if locked.state == Proposal.State.INTEGRATED:
-            raise Invalid(f"proposal {locked.pk} is integrated: it can be neither closed nor reopened")
+            raise WrongState(f"proposal {locked.pk} is integrated: it can be neither closed nor reopened")
         if closing == (locked.state == Proposal.State.CLOSED):
             return locked  # closing a closed proposal (or reopening an open one) changes nothing
         locked.state = Proposal.State.CLOSED if closing else Proposal.State.OPEN

@@ -23,7 +23,7 @@ from engine.merge import RULES, Conflict, TreeMerge
 from engine.objects import BLOB, MODE_FILE, Commit, Entry, ObjectId, check_object_id, hash_object
 from engine.store import ObjectBatch, ObjectStore
 
-from ..errors import AlreadyExists, Invalid, NotFound, from_engine
+from ..errors import AlreadyExists, Invalid, NotFound, WrongState, from_engine
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule
 from . import proposals, refmirror
 from .content import author_signature
@@ -43,7 +43,7 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
     if proposal.state == Proposal.State.INTEGRATED:
-        raise Invalid(f"proposal {proposal.pk} is integrated already: nothing to resolve")
+        raise WrongState(f"proposal {proposal.pk} is integrated already: nothing to resolve")
     repository = proposal.repository
     stream_head = body.get("stream_head")
     if not isinstance(stream_head, str):
@@ -71,7 +71,7 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
     with transaction.atomic():
         locked = proposals.lock_proposal(proposal)
         if locked.head != proposal.head:
-            raise Invalid(f"proposal {proposal.pk} got a new revision meanwhile: resolve its conflicts again")
+            raise WrongState(f"proposal {proposal.pk} got a new revision meanwhile: resolve its conflicts again")
         _record_changeset(repository, merge_id, (base, proposal.head), tree, message, provenance, resolved, credential)
         revision = proposals.add_revision(locked, merge_id, kind=ProposalRevision.Kind.RESOLVED, credential=credential)
         payload = {
@@ -101,7 +101,7 @@ def _resolved_tree(
     rules = resolver_rules(proposal.repository)
     merged = merge_heads(store, batch, base, proposal.head, rules=rules)
     if merged.clean:
-        raise Invalid(f"proposal {proposal.pk} merges into {base} without conflicts: integrate it instead")
+        raise WrongState(f"proposal {proposal.pk} merges into {base} without conflicts: integrate it instead")
     by_path = {conflict.path: conflict for conflict in merged.conflicts}
     missing = sorted(set(by_path) - set(wanted))
     extra = sorted(set(wanted) - set(by_path))

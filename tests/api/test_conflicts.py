@@ -148,7 +148,8 @@ def test_a_closed_proposal_refuses_to_integrate_until_reopened(api):
     closed = api.post(f"/proposals/{proposal}/close")
     assert closed.status_code == 200 and closed.json()["state"] == "closed"
     refused = api.integrate(proposal)
-    assert refused.status_code == 400 and "closed" in refused.json()["error"]["message"]
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "wrong_state"
+    assert "closed" in refused.json()["error"]["message"]
     assert api.head() is None
     assert api.post(f"/proposals/{proposal}/reopen").json()["state"] == "open"
     assert api.integrate(proposal).json()["outcome"] == "fast_forward"
@@ -257,7 +258,7 @@ def test_a_proposal_closed_while_queued_is_not_landed(api):
     assert integration.land_stream(proposal.stream_id) == 1
 
     queued.refresh_from_db()
-    assert queued.state == "failed" and queued.error["code"] == "invalid" and "closed" in queued.error["message"]
+    assert queued.state == "failed" and queued.error["code"] == "wrong_state" and "closed" in queued.error["message"]
     assert api.head() is None
 
 
@@ -268,7 +269,7 @@ def test_an_integrated_proposal_is_neither_revised_nor_closed(api):
     other = api.write(head, {"b": "b\n"})
     for suffix, body in ((f"/proposals/{proposal}/revisions", {"head": other}), (f"/proposals/{proposal}/close", {})):
         answer = api.post(suffix, body)
-        assert answer.status_code == 400 and "integrated" in answer.json()["error"]["message"], suffix
+        assert answer.status_code == 409 and "integrated" in answer.json()["error"]["message"], suffix
     assert api.post(f"/proposals/{proposal}/revisions", {"head": other, "title": "x"}).status_code == 400
     assert api.get(f"/proposals/{proposal}").json()["head"] == head
 
