@@ -43,6 +43,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/blobs/batch": "each blob's bytes must hash to its id",
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
+    "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
 }
 
 
@@ -65,7 +66,7 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
         "blobs": [blob],
         "paths": ["a.txt", "dir/b.txt", "dir/c.txt"],
         "dirs": ["dir"],
-        "proposals": [landed["id"], waiting["id"]],
+        "proposals": [str(landed["id"]), str(waiting["id"])],  # path parameters are text
         "operations": [outcome["operation"]],
     }
 
@@ -110,6 +111,7 @@ def config(values: dict[str, list], cache: Path) -> str:
         "query.path": ("paths", 0.5),
         "body.parent": ("changesets", 0.5),
         "body.head": ("revisions", 0.7),
+        "body.stream_head": ("revisions", 0.7),
         "body.from": ("revisions", 0.5),
         "body.stream": ("streams", 0.7),
     }
