@@ -23,7 +23,18 @@ from tqdm import tqdm
 
 from tests.deployment import MODES
 
-from . import candidates, cycle, engine_bench, events_bench, git_bench, history_bench, landing_cost, report, web_bench
+from . import (
+    candidates,
+    cycle,
+    engine_bench,
+    events_bench,
+    git_bench,
+    history_bench,
+    landing_cost,
+    report,
+    resolution_bench,
+    web_bench,
+)
 
 R = TypeVar("R")
 
@@ -306,6 +317,46 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
     return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
 
 
+# ------------------------------------------------------------------------------ resolution
+
+
+def _resolution_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agents", type=positive, default=50, help="concurrent agents (default: %(default)s)")
+    parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
+    parser.add_argument(
+        "--conflict-every",
+        type=positive,
+        default=5,
+        help="one change in N is a planned conflict (default: %(default)s, 20 %%)",
+    )
+    parser.add_argument("--server-workers", type=positive, default=1, help="uvicorn --workers (default: %(default)s)")
+    parser.add_argument("--url", help="drive this running server instead of starting one (needs --token)")
+    parser.add_argument("--token", help="a token with scopes read,write,integrate,admin, for --url")
+
+
+def _resolution_run(options: dict[str, Any], log: Log) -> Results:
+    if options["url"] and not options["token"]:
+        raise BenchmarkFailed("--url needs --token")
+    agents, changes, every = options["agents"], options["changes"], options["conflict_every"]
+    log(f"resolution: {agents} agents x {changes} changes, one in {every} conflicting")
+    with _progress("change", agents * changes) as bar:
+
+        def on_change(change: resolution_bench.Change) -> None:
+            bar.update(1)
+
+        data = resolution_bench.run_landing_benchmark(
+            agents=agents,
+            changes=changes,
+            conflict_every=every,
+            server_workers=options["server_workers"],
+            url=options["url"],
+            token=options["token"] or "",
+            on_change=on_change,
+        )
+    table = resolution_bench.format_landing(data)
+    return Results(table, data, table, "\n".join(data["failures"]))
+
+
 # ------------------------------------------------------------------------------ web
 
 
@@ -409,6 +460,12 @@ SUITES: dict[str, Suite] = {
             "requests and bytes per landing of a two-file change: the separate endpoints against one call",
             _landing_arguments,
             _landing_run,
+        ),
+        Suite(
+            "resolution",
+            "agents landing on one stream with planned conflicts, each resolved in one call (issue 11)",
+            _resolution_arguments,
+            _resolution_run,
         ),
         Suite(
             "web",

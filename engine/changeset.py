@@ -247,8 +247,12 @@ def create_changeset(
     author: Signature,
     committer: Signature | None = None,
     blobs: Sequence[bytes] = (),
+    merged: Sequence[ObjectId] = (),
 ) -> ObjectId:
     """Build a commit on ``parent`` from ``operations``; write its trees and itself in one batch.
+
+    ``merged`` are further parents (a merge changeset): the operations still apply to the
+    first parent's tree, so an agent's own merge names what it changed relative to it.
 
     ``blobs`` are new file contents the operations may name (by their ids); they are written
     in the same batch, so a refused changeset leaves none of them behind.
@@ -264,6 +268,11 @@ def create_changeset(
     if parent is not None:
         base_tree = store.read_commit(check_object_id(parent)).tree
         parents = (parent,)
+    for other in merged:
+        store.read_commit(check_object_id(other))  # InvalidObjectId / ObjectMissing / WrongObjectType
+        if other in parents:
+            raise InvalidOperation(f"the parent {other} is named twice")
+        parents = (*parents, other)
     changes = resolve_operations(batch, base_tree, operations)
     if changes or base_tree is None:
         tree = apply_changes(batch, base_tree, changes)

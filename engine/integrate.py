@@ -8,11 +8,12 @@ answer and the same merge changeset id, because a commit's id depends only on it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from .graph import is_ancestor, merge_bases
-from .merge import Conflict, merge_trees
+from .merge import Conflict, Resolved, Rule, TreeMerge, merge_trees
 from .objects import Commit, ObjectId, Signature, check_object_id
 from .store import ObjectBatch, ObjectStore
 
@@ -39,6 +40,8 @@ class Integration:
     head: ObjectId | None
     changeset: ObjectId | None = None
     conflicts: tuple[Conflict, ...] = field(default=())
+    #: Paths a resolver rule merged.
+    resolved: tuple[Resolved, ...] = field(default=())
 
 
 def integrate(
@@ -49,13 +52,15 @@ def integrate(
     committer: Signature,
     message: str | None = None,
     labels: tuple[str, str] = ("stream", "proposal"),
+    rules: Sequence[Rule] = (),
 ) -> Integration:
     """Decide how ``proposal_head`` lands on a stream whose head is ``stream_head``.
 
     * empty stream, or the stream head is an ancestor of the proposal: ``fast_forward``;
     * the proposal is already contained in the stream: ``already_integrated``;
     * otherwise a rename-aware three-way merge with the merge base: ``merge`` (a merge changeset
-      with parents ``(stream_head, proposal_head)`` is written) or ``conflict`` (nothing written).
+      with parents ``(stream_head, proposal_head)`` is written) or ``conflict`` (nothing written);
+      ``rules`` resolve what they match before anything is a conflict (``resolved`` names them).
     """
     store.read_commit(check_object_id(proposal_head))  # ObjectMissing / WrongObjectType first
     if stream_head is None:
@@ -67,16 +72,32 @@ def integrate(
         return Integration(Outcome.FAST_FORWARD, proposal_head, proposal_head)
 
     batch = ObjectBatch(store)
-    base_tree = _base_tree(store, batch, merge_bases(store, stream_head, proposal_head))
-    ours = store.read_commit(stream_head).tree
-    theirs = store.read_commit(proposal_head).tree
-    merged = merge_trees(batch, base_tree, ours, theirs, labels=labels)
+    merged = merge_heads(store, batch, stream_head, proposal_head, labels=labels, rules=rules)
+    resolved = tuple(merged.resolved)
     if merged.tree is None:  # conflicts: nothing is written
-        return Integration(Outcome.CONFLICT, stream_head, None, tuple(merged.conflicts))
+        return Integration(Outcome.CONFLICT, stream_head, None, tuple(merged.conflicts), resolved)
     text = message if message is not None else f"Integrate {proposal_head[:12]}\n"
     merge_id = batch.add_commit(Commit(merged.tree, (stream_head, proposal_head), committer, committer, text))
     batch.flush()
-    return Integration(Outcome.MERGE, merge_id, merge_id)
+    return Integration(Outcome.MERGE, merge_id, merge_id, (), resolved)
+
+
+def merge_heads(
+    store: ObjectStore,
+    batch: ObjectBatch,
+    ours: ObjectId,
+    theirs: ObjectId,
+    *,
+    labels: tuple[str, str] = ("stream", "proposal"),
+    favor_ours: bool = False,
+    rules: Sequence[Rule] = (),
+) -> TreeMerge:
+    """The three-way merge of two changesets' trees against their merge base (new objects in
+    ``batch``, not flushed): what integrating ``theirs`` into ``ours`` merges."""
+    base_tree = _base_tree(store, batch, merge_bases(store, ours, theirs))
+    ours_tree = store.read_commit(ours).tree
+    theirs_tree = store.read_commit(theirs).tree
+    return merge_trees(batch, base_tree, ours_tree, theirs_tree, labels=labels, favor_ours=favor_ours, rules=rules)
 
 
 def _base_tree(store: ObjectStore, batch: ObjectBatch, bases: list[ObjectId]) -> ObjectId | None:

@@ -26,6 +26,7 @@ even where git resolves it with an inner merge that leaves conflict markers in a
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -52,13 +53,64 @@ _FORMAT_MASK = 0o170000  # the file-type bits of a mode: regular file, symlink, 
 _REGULAR = 0o100000
 
 
+#: The server-side resolver rules a merge may apply (git's ``merge=union`` and ``-X ours/theirs``).
+UNION = "union"
+OURS = "ours"
+THEIRS = "theirs"
+RULES = (UNION, OURS, THEIRS)
+
+
+@dataclass(frozen=True)
+class Version:
+    """One side of a conflict: where that side has the file, with which mode and blob."""
+
+    path: str
+    mode: int
+    blob: ObjectId
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "mode": f"{self.mode:06o}", "blob": self.blob}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A resolver rule: paths matching ``pattern`` (gitattributes style: a pattern without '/'
+    matches the file name at any depth) merge their conflicting content by ``rule``."""
+
+    pattern: str
+    rule: str
+
+    def matches(self, path: str) -> bool:
+        if "/" not in self.pattern:
+            return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], self.pattern)
+        return fnmatch.fnmatchcase(path, self.pattern.lstrip("/"))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A path a rule resolved during the merge (never silently: the outcome names the rule)."""
+
+    path: str
+    rule: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"path": self.path, "rule": self.rule}
+
+
 @dataclass(frozen=True)
 class Conflict:
-    """One path that could not be merged, with its kind and, for renames, where it came from."""
+    """One path that could not be merged, with its kind and, for renames, where it came from.
+
+    ``base``, ``ours`` and ``theirs`` are the three versions of the file (None where that side
+    has none: a deleted file, an added one's base); they do not take part in equality.
+    """
 
     path: str
     kind: str
     old_path: str | None = None
+    base: Version | None = field(default=None, compare=False)
+    ours: Version | None = field(default=None, compare=False)
+    theirs: Version | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, str]:
         data = {"path": self.path, "kind": self.kind}
@@ -73,6 +125,8 @@ class TreeMerge:
 
     tree: ObjectId | None
     conflicts: list[Conflict] = field(default_factory=list)
+    #: Paths a resolver rule merged (in the tree, not conflicts).
+    resolved: list[Resolved] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -95,8 +149,18 @@ class TextMerge:
 _PATIENCE = cast("type[merge3.SequenceMatcherProtocol[bytes]]", patiencediff.PatienceSequenceMatcher)
 
 
-def merge_text(base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, str] = ("ours", "theirs")) -> TextMerge:
-    """Line-level three-way merge. Conflicting regions get git-style markers in ``content``."""
+def merge_text(
+    base: bytes,
+    ours: bytes,
+    theirs: bytes,
+    *,
+    labels: tuple[str, str] = ("ours", "theirs"),
+    base_label: str | None = None,
+    union: bool = False,
+) -> TextMerge:
+    """Line-level three-way merge. Conflicting regions get git-style markers in ``content``, with
+    the base's lines too (diff3 style) when ``base_label`` is given; with ``union`` they get both
+    sides' lines instead, ours first (git's ``merge=union``)."""
     m3 = merge3.Merge3(split_lines(base), split_lines(ours), split_lines(theirs), sequence_matcher=_PATIENCE)
     out: list[bytes] = []
     conflicted = False
@@ -109,9 +173,16 @@ def merge_text(base: bytes, ours: bytes, theirs: bytes, *, labels: tuple[str, st
             out.extend(m3.b[region[1] : region[2]])
         elif len(region) == 7:  # ("conflict", base_start, base_end, a_start, a_end, b_start, b_end)
             conflicted = True
-            _, _, _, a_start, a_end, b_start, b_end = region
+            _, base_start, base_end, a_start, a_end, b_start, b_end = region
+            if union:
+                out.extend(_terminated(m3.a[a_start:a_end]))
+                out.extend(m3.b[b_start:b_end])
+                continue
             out.append(b"<<<<<<< " + labels[0].encode() + b"\n")
             out.extend(_terminated(m3.a[a_start:a_end]))
+            if base_label is not None:
+                out.append(b"||||||| " + base_label.encode() + b"\n")
+                out.extend(_terminated(m3.base[base_start:base_end]))
             out.append(b"=======\n")
             out.extend(_terminated(m3.b[b_start:b_end]))
             out.append(b">>>>>>> " + labels[1].encode() + b"\n")
@@ -126,6 +197,10 @@ def _terminated(lines: Sequence[bytes]) -> list[bytes]:
 
 
 # --------------------------------------------------------------------------- trees
+
+
+def _version(path: str, entry: Entry | None) -> Version | None:
+    return None if entry is None else Version(path, entry.mode, entry.id)
 
 
 class _Side:
@@ -163,11 +238,14 @@ def merge_trees(
     *,
     labels: tuple[str, str] = ("ours", "theirs"),
     favor_ours: bool = False,
+    rules: Sequence[Rule] = (),
 ) -> TreeMerge:
     """Merge two trees against their base; new objects go into ``batch`` (not yet flushed).
 
     ``favor_ours`` builds a *virtual* merge base (for criss-cross histories): conflicting text
     keeps its markers and other conflicts take our side, so the result is always a tree.
+    ``rules`` resolve content, binary and mode conflicts of the paths they match (the first
+    matching rule wins), before anything is reported as a conflict.
     """
     if ours == theirs or base == theirs:
         return TreeMerge(ours)
@@ -175,26 +253,63 @@ def merge_trees(
         return TreeMerge(theirs)
     ours_side = _Side(detect_renames(batch, diff_trees(batch, base, ours)))
     theirs_side = _Side(detect_renames(batch, diff_trees(batch, base, theirs)))
-    return _TreeMerger(batch, base, labels, favor_ours).run(ours_side, theirs_side)
+    merger = _TreeMerger(batch, base, (ours, theirs), labels, favor_ours, tuple(rules))
+    return merger.run(ours_side, theirs_side)
 
 
 class _TreeMerger:
     """The state of one tree merge: the result's changes against the base, and the conflicts."""
 
-    def __init__(self, batch: ObjectBatch, base: ObjectId | None, labels: tuple[str, str], favor_ours: bool) -> None:
+    def __init__(
+        self,
+        batch: ObjectBatch,
+        base: ObjectId | None,
+        heads: tuple[ObjectId, ObjectId],
+        labels: tuple[str, str],
+        favor_ours: bool,
+        rules: tuple[Rule, ...],
+    ) -> None:
         self.batch = batch
         self.base = base
+        self.heads = heads  # our tree, their tree
         self.labels = labels
         self.favor_ours = favor_ours
+        self.rules = rules
         self.changes: dict[str, Entry | None] = {}  # result path -> entry (None: removed)
         self.created: dict[str, Entry] = {}  # files created at new paths (adds, rename targets)
         self.conflicts: list[Conflict] = []
+        self.resolved: list[Resolved] = []
+        self.sides: tuple[_Side, _Side] | None = None
 
-    def conflict(self, path: str, kind: str, old_path: str | None = None) -> None:
-        if not any(c.path == path and c.kind == kind for c in self.conflicts):
-            self.conflicts.append(Conflict(path, kind, old_path))
+    def conflict(
+        self,
+        path: str,
+        kind: str,
+        old_path: str | None = None,
+        versions: tuple[Version | None, Version | None, Version | None] | None = None,
+    ) -> None:
+        if any(c.path == path and c.kind == kind for c in self.conflicts) or self.favor_ours:
+            return
+        base, ours, theirs = versions if versions is not None else self.versions(old_path or path)
+        self.conflicts.append(Conflict(path, kind, old_path, base, ours, theirs))
+
+    def versions(self, key: str) -> tuple[Version | None, Version | None, Version | None]:
+        """The base's file at ``key`` and where each side has it (following its renames)."""
+        assert self.sides is not None
+        base = _version(key, lookup(self.batch, self.base, key))
+        found: list[Version | None] = []
+        for side, tree in zip(self.sides, self.heads, strict=True):
+            change = side.by_base.get(key)
+            if isinstance(change, Deleted):
+                found.append(None)
+            elif isinstance(change, Renamed):
+                found.append(_version(change.path, change.new))
+            else:
+                found.append(_version(key, lookup(self.batch, tree, key)))
+        return base, found[0], found[1]
 
     def run(self, ours: _Side, theirs: _Side) -> TreeMerge:
+        self.sides = (ours, theirs)
         for base_path in sorted(set(ours.by_base) | set(theirs.by_base)):
             self.merge_base_path(base_path, ours, theirs)
         for side in (ours, theirs):
@@ -203,8 +318,8 @@ class _TreeMerger:
                     self.place(path, change.new)
         self.check_file_directory()
         if self.conflicts and not self.favor_ours:
-            return TreeMerge(None, sorted(self.conflicts, key=lambda c: (c.path, c.kind)))
-        return TreeMerge(apply_changes(self.batch, self.base, self.changes))
+            return TreeMerge(None, sorted(self.conflicts, key=lambda c: (c.path, c.kind)), self.resolved)
+        return TreeMerge(apply_changes(self.batch, self.base, self.changes), [], self.resolved)
 
     def merge_base_path(self, base_path: str, ours: _Side, theirs: _Side) -> None:
         """Decide where a file of the base ends up and with what content."""
@@ -232,7 +347,12 @@ class _TreeMerger:
                 return
             their_path = our_path
         destination = their_path if our_path == base_path else our_path
-        merged = self.merge_entries(destination, base_entry, our_entry, their_entry)
+        versions = (
+            _version(base_path, base_entry),
+            _version(our_path, our_entry),
+            _version(their_path, their_entry),
+        )
+        merged = self.merge_entries(destination, base_entry, our_entry, their_entry, versions)
         if destination == base_path:
             if merged is not None:
                 self.changes[base_path] = merged
@@ -270,18 +390,29 @@ class _TreeMerger:
         self.created[path] = entry
         self.changes[path] = entry
 
-    def merge_entries(self, path: str, base: Entry, ours: Entry, theirs: Entry) -> Entry | None:
+    def merge_entries(
+        self,
+        path: str,
+        base: Entry,
+        ours: Entry,
+        theirs: Entry,
+        versions: tuple[Version | None, Version | None, Version | None],
+    ) -> Entry | None:
         """Combine one file's two versions; None (with a conflict recorded) when they disagree."""
         if ours == theirs or theirs == base:
             return ours
         if ours == base:
             return theirs
+        rule = next((r.rule for r in self.rules if r.matches(path)), None)
         if ours.mode == base.mode or ours.mode == theirs.mode:
             mode = theirs.mode
         elif theirs.mode == base.mode or self.favor_ours:
             mode = ours.mode
+        elif rule in (OURS, THEIRS):
+            self.resolved.append(Resolved(path, rule))
+            return ours if rule == OURS else theirs
         else:
-            self.conflict(path, MODE)
+            self.conflict(path, MODE, versions=versions)
             return None
         if ours.id == theirs.id or theirs.id == base.id:
             return Entry(mode, ours.id)
@@ -289,20 +420,38 @@ class _TreeMerger:
             return Entry(mode, theirs.id)
         # Both sides changed the content.
         if (ours.mode & _FORMAT_MASK) != _REGULAR or (theirs.mode & _FORMAT_MASK) != _REGULAR:
-            return self.refuse(path, CONTENT, ours)  # symlinks and gitlinks have no lines to merge
+            return self.refuse(path, CONTENT, ours, theirs, rule, versions)  # symlinks, gitlinks: no lines
         texts = [self.batch.read_blob(oid) for oid in (base.id, ours.id, theirs.id)]
         if any(is_binary(text) for text in texts):
-            return self.refuse(path, BINARY, ours)
+            return self.refuse(path, BINARY, ours, theirs, rule, versions)
         result = merge_text(*texts, labels=self.labels)
         if result.conflicted and not self.favor_ours:
-            self.conflict(path, CONTENT)
-            return None
+            if rule is None:
+                self.conflict(path, CONTENT, versions=versions)
+                return None
+            self.resolved.append(Resolved(path, rule))
+            if rule != UNION:
+                return Entry(mode, (ours if rule == OURS else theirs).id)
+            result = merge_text(*texts, union=True)
         return Entry(mode, self.batch.add(BLOB, result.content))
 
-    def refuse(self, path: str, kind: str, ours: Entry) -> Entry | None:
+    def refuse(
+        self,
+        path: str,
+        kind: str,
+        ours: Entry,
+        theirs: Entry,
+        rule: str | None,
+        versions: tuple[Version | None, Version | None, Version | None],
+    ) -> Entry | None:
+        """A conflict of contents that have no lines to merge: our side in a virtual base, the
+        side an ``ours``/``theirs`` rule names, else a conflict."""
         if self.favor_ours:
             return ours
-        self.conflict(path, kind)
+        if rule in (OURS, THEIRS):
+            self.resolved.append(Resolved(path, rule))
+            return ours if rule == OURS else theirs
+        self.conflict(path, kind, versions=versions)
         return None
 
     def check_file_directory(self) -> None:

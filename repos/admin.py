@@ -14,11 +14,22 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .errors import Invalid
-from .models import Changeset, Credential, Event, Operation, Proposal, Repository, RepositoryAccess, Stream
+from .errors import ApiError, Invalid
+from .models import (
+    Changeset,
+    Credential,
+    Event,
+    Operation,
+    Proposal,
+    Repository,
+    RepositoryAccess,
+    ResolverRule,
+    Stream,
+)
 from .services.access import grant_access, revoke_access
 from .services.credentials import create_credential, revoke_credential
 from .services.repositories import check_repository_name, create_repository
+from .services.resolution import add_rule
 
 admin.site.site_header = "AgentGit administration"
 admin.site.site_title = "AgentGit admin"
@@ -269,3 +280,36 @@ class EventAdmin(ReadOnlyAdmin):
     list_display = ["repository", "seq", "kind", "created"]
     list_filter = ["kind", "repository"]
     search_fields = ["kind"]
+
+
+# Resolver rules ------------------------------------------------------------------------------
+
+
+class ResolverRuleForm(forms.ModelForm):
+    class Meta:
+        model = ResolverRule
+        fields = ["repository", "pattern", "rule"]
+
+
+@admin.register(ResolverRule)
+class ResolverRuleAdmin(admin.ModelAdmin):
+    """Server-side resolvers per repository: created through the resolution service (the API's
+    checks), removed here freely; a rule is not edited in place (delete it and add another)."""
+
+    form = ResolverRuleForm
+    list_display = ["repository", "pattern", "rule", "created"]
+    list_filter = ["rule", "repository"]
+    search_fields = ["pattern", "repository__name"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None
+
+    def save_model(self, request: HttpRequest, obj: ResolverRule, form: ResolverRuleForm, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            saved = add_rule(data["repository"], {"pattern": data["pattern"], "rule": data["rule"]})
+        except ApiError as error:
+            # The form validated it already; the service refuses only a concurrent duplicate.
+            messages.error(request, error.message)
+            return
+        _become(obj, saved)

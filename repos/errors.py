@@ -8,6 +8,7 @@
     ├── NotFound         not_found        404     no         4404   unknown repository, stream, proposal, object, path
     ├── AlreadyExists    already_exists   409     no         4409   a repository or stream of that name exists
     ├── Aborted          aborted          409     yes        4409   the stream kept moving while integrating; retry
+    ├── WrongState       wrong_state      409     no         4409   a closed proposal integrated, an integrated one revised
     ├── TooLarge         too_large        413     no         4413   a body over the configured limit
     ├── RateLimited      rate_limited     429     yes        4429   the credential's token bucket is empty
     └── Unavailable      unavailable      503     yes        4503   a dependency (database, broker) is not reachable
@@ -102,6 +103,11 @@ class AlreadyExists(ApiError, code="already_exists", status=409):
 
 class Aborted(ApiError, code="aborted", status=409, retryable=True):
     """The work was abandoned without effect (the stream kept moving); retrying may succeed."""
+
+
+class WrongState(ApiError, code="wrong_state", status=409):
+    """The resource's state does not allow the action (a closed proposal is not integrated, an
+    integrated one is neither revised, closed nor resolved); the message says what would."""
 
 
 class TooLarge(ApiError, code="too_large", status=413):

@@ -158,6 +158,67 @@ class Proposal(models.Model):
         return f"proposal {self.pk} → {self.stream.name}"
 
 
+class ProposalRevision(models.Model):
+    """One head a proposal has had (Gerrit's patch set), with the outcome of integrating it.
+
+    Revision 1 is the head it was opened with; each ``revisions`` call and each resolution (a
+    merge changeset the server built from an agent's resolutions) adds the next. The proposal's
+    ``head`` is its latest revision's, and integrating integrates that one.
+    """
+
+    class Kind(models.TextChoices):
+        OPENED = "opened"
+        REVISED = "revised"
+        RESOLVED = "resolved"
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="revisions")
+    number = models.IntegerField()
+    head = models.CharField(max_length=OBJECT_ID_LENGTH)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    #: The integration outcome of this revision (API.md's document), null until it is integrated.
+    outcome = models.JSONField(null=True, blank=True)
+    author = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["proposal_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["proposal", "number"], name="revision_number_unique_per_proposal"),
+            models.CheckConstraint(condition=Q(head__length=OBJECT_ID_LENGTH), name="revision_head_is_an_object_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"proposal {self.proposal_id} revision {self.number}"
+
+
+class ResolverRule(models.Model):
+    """A server-side resolver: paths matching ``pattern`` merge conflicting content by ``rule``.
+
+    ``union`` keeps both sides' lines (git's ``merge=union``), ``ours`` the stream's version,
+    ``theirs`` the proposal's. Patterns are gitattributes-style globs: without a '/', they match
+    the file name at any depth (``CHANGELOG.md``, ``*.lock``); with one, the whole path.
+    """
+
+    class Rule(models.TextChoices):
+        UNION = "union"
+        OURS = "ours"
+        THEIRS = "theirs"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="resolver_rules")
+    pattern = models.CharField(max_length=200)
+    rule = models.CharField(max_length=10, choices=Rule.choices)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["repository_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "pattern"], name="resolver_pattern_unique_per_repository")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pattern} merge={self.rule}"
+
+
 class Operation(models.Model):
     """One integration of a proposal: queued → done | failed, with exactly one outcome.
 

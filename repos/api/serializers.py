@@ -69,7 +69,7 @@ class ChangesetSerializer(serializers.Serializer):
 class ConflictSerializer(serializers.Serializer):
     path = serializers.CharField()
     kind = serializers.CharField(
-        help_text="content, rename/rename, rename/delete, modify/delete, add/add, mode, binary"
+        help_text="content, rename/rename, rename/delete, modify/delete, add/add, mode, binary, file/directory"
     )
     old_path = serializers.CharField(required=False)
 
@@ -120,6 +120,14 @@ class OutcomeSerializer(serializers.Serializer):
     changeset = serializers.CharField(allow_null=True, help_text="The changeset the stream moved to; null on conflict.")
     stream_head = serializers.CharField(allow_null=True, help_text="The head afterwards (unchanged on conflict).")
     conflicts = ConflictSerializer(many=True)
+    resolved = serializers.ListField(
+        child=inline_serializer("ResolvedByRule", {"path": serializers.CharField(), "rule": serializers.CharField()}),
+        help_text="Paths a resolver rule merged (union, ours, theirs); never silently.",
+    )
+    package = serializers.CharField(required=False, help_text="On conflict: the URL of the conflict package.")
+    resolution = serializers.CharField(
+        required=False, help_text="After a resolve call: the merge changeset built from the resolutions."
+    )
     operation = serializers.IntegerField()
     proposal = serializers.IntegerField()
 
@@ -405,10 +413,18 @@ class OperationField(serializers.Field):
 class ChangesetCreate(Body):
     """A new changeset: its parent, message, operations and provenance."""
 
-    hints = {"parents": "several parents are not supported yet: name the one parent as 'parent'"}
-
     parent = Patterned(  # type: ignore[assignment]  # the metaclass takes fields out of the class
-        schema.REVISION, allow_null=True, help_text="A revision, or null for a root changeset."
+        schema.REVISION,
+        required=False,
+        allow_null=True,
+        help_text="A revision, or null for a root changeset (required unless parents is given).",
+    )
+    parents = serializers.ListField(
+        child=Patterned(schema.REVISION),
+        required=False,
+        min_length=1,
+        max_length=16,
+        help_text="Instead of parent: several revisions (an agent's own merge); the operations apply to the first.",
     )
     message = Patterned(schema.TEXT, required=False, allow_blank=True, help_text="The commit message (no NUL).")
     operations = serializers.ListField(child=OperationField())
@@ -421,9 +437,23 @@ class ChangesetCreate(Body):
             raise serializers.ValidationError("text in provenance must not hold NUL")
         return value
 
+    def validate(self, attrs):
+        if "parent" in attrs and "parents" in attrs:
+            raise serializers.ValidationError({"parents": ["give either parent (one revision) or parents, not both"]})
+        if "parent" not in attrs and "parents" not in attrs and self.requires_parent:
+            raise serializers.ValidationError({"parent": ["This field is required."]})
+        return attrs
+
+    #: A changeset names its parent(s); a landing may leave it to the stream's head.
+    requires_parent = True
+
 
 class LandCreate(ChangesetCreate):
     """A landing in one call: a changeset's fields, with ``parent`` optional (the stream's head)."""
+
+    hints = {"parents": "a landing has one parent: name it as 'parent'"}
+    parents = None  # type: ignore[assignment]
+    requires_parent = False
 
     parent = Patterned(  # type: ignore[assignment]
         schema.REVISION,

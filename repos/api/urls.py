@@ -8,7 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_content, views_history, views_landing
+from . import views, views_content, views_history, views_landing, views_proposals
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -36,6 +36,21 @@ urlpatterns = [
     path("repos/<str:repo>/proposals", views.ProposalsView.as_view(), name="proposals"),
     path("repos/<str:repo>/proposals/<str:proposal_id>", views.ProposalView.as_view(), name="proposal"),
     path("repos/<str:repo>/proposals/<str:proposal_id>/integrate", views.IntegrateView.as_view(), name="integrate"),
+    path(
+        "repos/<str:repo>/proposals/<str:proposal_id>/conflicts",
+        views_proposals.ConflictsView.as_view(),
+        name="proposal-conflicts",
+    ),
+    path("repos/<str:repo>/proposals/<str:proposal_id>/resolve", views_proposals.ResolveView.as_view(), name="resolve"),
+    path(
+        "repos/<str:repo>/proposals/<str:proposal_id>/revisions",
+        views_proposals.RevisionsView.as_view(),
+        name="revisions",
+    ),
+    path("repos/<str:repo>/proposals/<str:proposal_id>/close", views_proposals.CloseView.as_view(), name="close"),
+    path("repos/<str:repo>/proposals/<str:proposal_id>/reopen", views_proposals.ReopenView.as_view(), name="reopen"),
+    path("repos/<str:repo>/resolvers", views_proposals.ResolversView.as_view(), name="resolvers"),
+    path("repos/<str:repo>/resolvers/<str:rule_id>", views_proposals.ResolverView.as_view(), name="resolver"),
     path("repos/<str:repo>/operations/<str:operation_id>", views.OperationView.as_view(), name="operation"),
     path("repos/<str:repo>/diff", views_history.DiffView.as_view(), name="diff"),
     path("repos/<str:repo>/blame/<path:rev>/<path:path>", views_history.BlameView.as_view(), name="blame"),

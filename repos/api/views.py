@@ -23,6 +23,29 @@ from .schema import id_parameter
 MAX_INTEGRATE_WAIT_S = 60.0
 
 
+#: The ``?wait=`` parameter of the endpoints that integrate (integrate, resolve).
+WAIT_PARAMETER = OpenApiParameter(
+    "wait",
+    {"type": "number", "minimum": 0, "maximum": MAX_INTEGRATE_WAIT_S},
+    description=f"Seconds to wait for the outcome (default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
+)
+
+
+def integrate_wait(request) -> float:
+    """How long to wait for an integration's outcome: ``?wait=``, read before anything is done."""
+    default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
+    return query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+
+
+def integration_responses(outcomes: str) -> dict:
+    """The schema answers of an endpoint that integrates: the outcome, a pending operation, errors."""
+    return {
+        200: OpenApiResponse(s.OutcomeSerializer, description=outcomes),
+        202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
+        **s.errors(400, 404, 409, 503),
+    }
+
+
 @extend_schema(tags=["repositories"])
 class ReposView(ApiView):
     scopes = {"POST": "admin"}
@@ -86,10 +109,19 @@ class StreamsView(ApiView):
 
 @extend_schema(tags=["streams"])
 class StreamView(ApiView):
+    scopes = {"DELETE": "admin"}
+
     @extend_schema(summary="Get a stream", responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
         """The stream's head (null while empty); a stream name may contain '/'."""
         return Response(s.StreamSerializer(repositories.get_stream(repository(repo), stream)).data)
+
+    @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(404)})
+    def delete(self, request, repo, stream):
+        """Delete a stream (scope ``admin``; the default stream is refused: 403) with its
+        proposals; its changesets stay readable by id."""
+        integration.delete_stream(repository(repo), stream)
+        return Response(status=204)
 
 
 @extend_schema(tags=["proposals"])
@@ -156,26 +188,16 @@ class IntegrateView(ApiView):
         parameters=[
             id_parameter("proposal_id"),
             IDEMPOTENCY_KEY,
-            OpenApiParameter(
-                "wait",
-                {"type": "number", "minimum": 0, "maximum": MAX_INTEGRATE_WAIT_S},
-                description="Seconds to wait for the outcome "
-                f"(default AGENTGIT_INTEGRATE_WAIT_S, at most {MAX_INTEGRATE_WAIT_S:g}).",
-            ),
+            WAIT_PARAMETER,
         ],
-        responses={
-            200: OpenApiResponse(s.OutcomeSerializer, description="fast_forward, merge, conflict, already_integrated"),
-            202: OpenApiResponse(s.OperationQueuedSerializer, description="Not done within the wait: poll it."),
-            **s.errors(400, 404, 409, 503),
-        },
+        responses=integration_responses("fast_forward, merge, conflict, already_integrated"),
     )
     def post(self, request, repo, proposal_id):
         """Integrate the proposal (scope ``integrate``); asking again answers the first outcome.
         409 ``aborted`` (retryable) when the stream kept moving; 202 when the outcome is not
         there within ``?wait=``: poll the operation."""
         validated(s.Integrate, request)  # nothing in it is read, but it must be ``{}``
-        default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
-        wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        wait = integrate_wait(request)
         found = repository(repo)
         proposal = proposals.get_proposal(found, proposal_id)
         return idempotent(
@@ -186,14 +208,19 @@ class IntegrateView(ApiView):
 
 
 def operation_answer(operation: Operation) -> Response:
-    """The integrate endpoint's answer: the outcome (200), a pending operation (202), or its error."""
+    """The integrate endpoint's answer: the outcome (200), a pending operation (202), or its error.
+
+    A conflict's outcome links to the proposal's conflict package (``"package"``)."""
     if operation.state == Operation.State.QUEUED:
         location = reverse("api:operation", args=[operation.repository.name, operation.pk])
         body = {"operation": operation.pk, "state": operation.state}
         return Response(body, status=202, headers={"Location": location})
     if operation.state == Operation.State.FAILED:
         raise error_from_dict(operation.error or {})
-    return Response(operation.outcome)
+    outcome = dict(operation.outcome or {})
+    if outcome.get("outcome") == "conflict":
+        outcome["package"] = reverse("api:proposal-conflicts", args=[operation.repository.name, operation.proposal_id])
+    return Response(outcome)
 
 
 @extend_schema(tags=["proposals"])

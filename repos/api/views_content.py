@@ -125,7 +125,7 @@ class ChangesetsView(ApiView):
         responses={201: s.ChangesetSerializer, **s.errors(400, 404, 413)},
     )
     def post(self, request, repo):
-        """Write a changeset from a parent (null: a root changeset) and operations; nothing is
+        """Write a changeset from a parent (null: a root changeset; ``parents``: a merge) and operations; nothing is
         written if anything is refused. Beyond the schema, 400 ``invalid`` (with ``details``) when
         a blob is missing, a write names both or neither of ``blob`` and ``content``, or the
         operations contradict each other or the parent's tree; 404 when the parent is unknown."""
@@ -134,7 +134,7 @@ class ChangesetsView(ApiView):
         def write() -> dict:
             changeset = content.create_changeset(
                 repository(repo),
-                parent=body["parent"],
+                parent=content.parents_of(body),
                 operations=body["operations"],
                 message=body.get("message", ""),
                 provenance={} if body.get("provenance") is None else body["provenance"],

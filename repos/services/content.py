@@ -113,27 +113,56 @@ def _text(op: dict, key: str, *, allow_empty: bool = False) -> str:
     return value
 
 
+#: The most parents a changeset may name (git has no limit; an octopus of 16 is plenty).
+MAX_PARENTS = 16
+
+
+def parents_of(body: dict) -> str | list | None:
+    """A changeset body's parents: ``"parent"`` (one revision or null) or ``"parents"`` (a list,
+    for a merge); naming both is refused."""
+    if "parent" in body and "parents" in body:
+        raise Invalid("give either 'parent' (one revision) or 'parents' (a list), not both")
+    return body["parents"] if "parents" in body else body.get("parent")
+
+
 def create_changeset(
     repository: Repository,
     *,
-    parent: str | None,
+    parent: str | list | None,
     operations: object,
     message: str,
     provenance: dict,
     credential: Credential | None,
 ) -> Changeset:
-    """Write a changeset (a commit) and record it; nothing is written if anything is refused."""
+    """Write a changeset (a commit) and record it; nothing is written if anything is refused.
+
+    ``parent`` is one revision, None (a root), or a list of revisions: a merge changeset whose
+    operations apply to the first one's tree.
+    """
     if not isinstance(message, str):
         raise Invalid("message must be a string")
     if not isinstance(provenance, dict):
         raise Invalid("provenance must be an object")
     engine_ops, contents, normalized = parse_operations(operations)
-    parent_id = resolve_rev(repository, parent) if parent is not None else None
-    author = _author(provenance, credential)
+    if isinstance(parent, list):
+        if not parent or len(parent) > MAX_PARENTS or not all(isinstance(p, str) for p in parent):
+            raise Invalid(f"parents is a list of 1 to {MAX_PARENTS} revisions")
+        parent_ids = [resolve_rev(repository, p) for p in parent]
+        if len(set(parent_ids)) != len(parent_ids):
+            raise Invalid("parents names one changeset twice")
+    else:
+        parent_ids = [resolve_rev(repository, parent)] if parent is not None else []
+    author = author_signature(provenance, credential)
     store = store_for(repository.name)
     try:
         commit_id = engine_changeset.create_changeset(
-            store, parent_id, engine_ops, message=message, author=author, blobs=contents
+            store,
+            parent_ids[0] if parent_ids else None,
+            engine_ops,
+            message=message,
+            author=author,
+            blobs=contents,
+            merged=parent_ids[1:],
         )
     except ObjectMissing as error:
         # A blob the caller's operations name is missing: their input is wrong (400), not a
@@ -177,7 +206,9 @@ def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     )
 
 
-def _author(provenance: dict, credential: Credential | None) -> Signature:
+def author_signature(provenance: dict, credential: Credential | None) -> Signature:
+    """Who wrote a changeset, as git records it: the provenance's agent (else the credential's
+    user) and the user's e-mail address, now."""
     user = credential.user if credential is not None else None
     agent = provenance.get("agent")
     name = agent if isinstance(agent, str) and agent else (user.get_username() if user else "agentgit")

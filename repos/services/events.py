@@ -29,6 +29,10 @@ STREAM_INTEGRATE = "stream.integrate"
 STREAM_DELETED = "stream.deleted"
 PROPOSAL_OPENED = "proposal.opened"
 PROPOSAL_CONFLICT = "proposal.conflict"
+PROPOSAL_REVISED = "proposal.revised"
+PROPOSAL_CLOSED = "proposal.closed"
+PROPOSAL_REOPENED = "proposal.reopened"
+PROPOSAL_RESOLVED = "proposal.resolved"
 REPOSITORY_CREATED = "repository.created"
 
 #: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):

@@ -38,13 +38,23 @@ from django.utils import timezone
 from engine.errors import EngineError
 from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
+from engine.merge import Rule
+from engine.store import ObjectStore
 from engine.trees import diff_trees
 
-from ..errors import Aborted, NotFound, from_engine
-from ..models import Operation, Proposal, Repository, Stream
+from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
+from ..models import Changeset, Operation, Proposal, ProposalRevision, Repository, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
-from .events import MAX_PATHS, PROPOSAL_CONFLICT, STREAM_INTEGRATE, append_event, author, changed_paths
+from .events import (
+    MAX_PATHS,
+    PROPOSAL_CONFLICT,
+    STREAM_DELETED,
+    STREAM_INTEGRATE,
+    append_event,
+    author,
+    changed_paths,
+)
 from .stores import server_signature, store_for
 
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
@@ -54,8 +64,11 @@ def request_integration(proposal: Proposal) -> Operation:
     """The operation integrating ``proposal``: its last finished one, or a queued one.
 
     Integrating a proposal that already landed (or conflicted) answers the first outcome again;
-    asking while one is queued joins it.
+    asking while one is queued joins it. A closed proposal is refused (and never landed: the
+    landing checks again, for one closed while queued).
     """
+    if proposal.state == Proposal.State.CLOSED:
+        raise closed_refusal(proposal)
     if proposal.state in _FINISHED_PROPOSAL:
         finished = proposal.operations.filter(state=Operation.State.DONE).order_by("-id").first()
         if finished is not None:
@@ -72,6 +85,15 @@ def request_integration(proposal: Proposal) -> Operation:
         # database connection), and landing a drained queue costs one query.
         _enqueue_on_commit(proposal.stream_id)
     return operation
+
+
+def closed_refusal(proposal: Proposal) -> WrongState:
+    return WrongState(f"proposal {proposal.pk} is closed: reopen it (POST .../reopen) to integrate it")
+
+
+def resolver_rules(repository: Repository) -> list[Rule]:
+    """The repository's resolver rules as the engine takes them (plain data), in their order."""
+    return [Rule(pattern, rule) for pattern, rule in repository.resolver_rules.values_list("pattern", "rule")]
 
 
 def _enqueue_on_commit(stream_id: int) -> None:
@@ -162,8 +184,13 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         # that had bumped the repository's event_seq: a deadlock on PostgreSQL. Landers of one
         # stream still take turns (NO KEY UPDATE conflicts with itself).
         stream = (
-            Stream.objects.select_for_update(of=("self",), no_key=True).select_related("repository").get(pk=stream_id)
+            Stream.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("repository")
+            .filter(pk=stream_id)
+            .first()
         )
+        if stream is None:
+            return 0  # deleted (with its queued operations) since the landing was asked for
         operations = list(
             Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
             .select_related("proposal__author__user")
@@ -177,9 +204,13 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         # The graph nodes other processes derived: ancestry questions about them read no objects.
         known = derived.refresh(repository, store)
         head = stream.head
-        results: list[tuple[Operation, Integration | None, EngineError | None]] = []
+        rules = resolver_rules(repository)
+        results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
         changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
         for operation in operations:
+            if operation.proposal.state == Proposal.State.CLOSED:
+                results.append((operation, None, closed_refusal(operation.proposal)))
+                continue
             try:
                 integration = integrate(
                     store,
@@ -187,6 +218,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
                     operation.proposal.head,
                     committer=server_signature(),
                     message=f"Integrate proposal {operation.proposal_id} into {stream.name}\n",
+                    rules=rules,
                 )
             except EngineError as error:
                 results.append((operation, None, error))
@@ -203,7 +235,7 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             if moved != 1:
                 raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
-            _record(stream, operation, integration, error, changed.get(operation.pk))
+            _record(stream, store, operation, integration, error, changed.get(operation.pk))
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
@@ -231,24 +263,41 @@ def paths_between(store, old: str | None, new: str) -> dict:
 
 
 def _record(
-    stream: Stream, operation: Operation, integration: Integration | None, error: EngineError | None, paths: dict | None
+    stream: Stream,
+    store: ObjectStore,
+    operation: Operation,
+    integration: Integration | None,
+    error: EngineError | ApiError | None,
+    paths: dict | None,
 ) -> None:
-    """Write one operation's outcome, its proposal's new state and its event (in the landing
-    transaction). The event carries what a subscriber acts on without asking again: the
-    stream, proposal, outcome, head, changeset, changed paths and who proposed it."""
+    """Write one operation's outcome, its proposal's (and latest revision's) new state and its
+    event (in the landing transaction). The event carries what a subscriber acts on without
+    asking again: the stream, proposal, outcome, head, changeset, changed paths and who proposed it."""
     proposal = operation.proposal
     now = timezone.now()
     operation.attempts = F("attempts") + 1
     operation.finished = now
     if integration is None:
         operation.state = Operation.State.FAILED
-        operation.error = from_engine(error).as_dict()["error"]
+        failure = error if isinstance(error, ApiError) else from_engine(error)  # type: ignore[arg-type]
+        operation.error = failure.as_dict()["error"]
         operation.save(update_fields=["state", "error", "attempts", "finished"])
         return
+    revision = proposal.revisions.order_by("-number").first()
     outcome = outcome_document(integration)
+    if revision is not None and revision.kind == ProposalRevision.Kind.RESOLVED:
+        if integration.outcome == Outcome.FAST_FORWARD:
+            # The stream moved to the merge changeset the server built from the resolutions.
+            outcome["outcome"] = Outcome.MERGE.value
+        outcome["resolution"] = revision.head
+    if integration.resolved and integration.changeset is not None:
+        _record_rule_merge(stream, store, proposal, integration)
     operation.state = Operation.State.DONE
     operation.outcome = {**outcome, "operation": operation.pk, "proposal": proposal.pk}
     operation.save(update_fields=["state", "outcome", "attempts", "finished"])
+    if revision is not None:
+        revision.outcome = operation.outcome
+        revision.save(update_fields=["outcome"])
     conflicted = integration.outcome == Outcome.CONFLICT
     proposal.state = Proposal.State.CONFLICTED if conflicted else Proposal.State.INTEGRATED
     proposal.outcome = integration.outcome.value
@@ -344,7 +393,44 @@ def outcome_document(integration: Integration) -> dict:
         "changeset": integration.changeset,
         "stream_head": integration.head,
         "conflicts": [conflict.as_dict() for conflict in integration.conflicts],
+        "resolved": [resolved.as_dict() for resolved in integration.resolved],
     }
+
+
+def _record_rule_merge(stream: Stream, store: ObjectStore, proposal: Proposal, integration: Integration) -> None:
+    """The merge changeset a resolver rule took part in, recorded with the rule in its provenance."""
+    assert integration.changeset is not None
+    commit = store.read_commit(integration.changeset)
+    Changeset.objects.get_or_create(
+        repository_id=stream.repository_id,
+        commit_id=integration.changeset,
+        defaults={
+            "parents": list(commit.parents),
+            "tree": commit.tree,
+            "message": commit.message,
+            "provenance": {
+                "proposal": proposal.pk,
+                "resolved": [resolved.as_dict() for resolved in integration.resolved],
+            },
+        },
+    )
+
+
+def delete_stream(repository: Repository, name: str) -> None:
+    """Delete a stream (never the default one), with its proposals and operations; its changesets
+    stay readable by id (the objects are the repository's, not the stream's)."""
+    if name == repository.default_stream:
+        raise Forbidden(f"{name!r} is the default stream of {repository.name}: it cannot be deleted")
+    with transaction.atomic():
+        # The landing's lock: a landing in flight finishes first, none starts on a deleted stream.
+        stream = Stream.objects.select_for_update(of=("self",)).filter(repository=repository, name=name).first()
+        if stream is None:
+            raise NotFound(f"no stream named {name!r} in {repository.name}")
+        head = stream.head
+        stream.delete()
+        append_event(repository, STREAM_DELETED, {"stream": name, "head": head})
+    # The git branch goes too; the objects stay (maintenance never prunes), readable by id.
+    refmirror.follow_stream(repository, name)
 
 
 def _abort_queued(stream_id: int, attempts: int) -> int:

@@ -78,6 +78,7 @@ def test_full_scenario_blobs_changeset_proposal_fast_forward(api):
         "changeset": changeset["id"],
         "stream_head": changeset["id"],
         "conflicts": [],
+        "resolved": [],
         "operation": None,
         "proposal": None,
     }

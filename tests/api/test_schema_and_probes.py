@@ -90,7 +90,8 @@ def test_the_schema_states_the_limits_and_shapes_the_server_enforces():
     assert parameter("/api/v1/repos/{repo}/streams", "limit")["maximum"] == 1000
     assert parameter("/api/v1/repos", "limit") == {"type": "integer", "minimum": 1, "maximum": 1000}
     assert components["StreamCreateRequest"]["properties"]["from"]["minLength"] == 1
-    assert "parent" in components["ChangesetCreateRequest"]["required"]
+    assert {"parent", "parents"} <= set(components["ChangesetCreateRequest"]["properties"])  # one of them
+    assert components["ChangesetCreateRequest"]["properties"]["parents"]["maxItems"] == 16
     requests = [name for name in components if name.endswith("Request") and "properties" in components[name]]
     assert requests and all(components[name]["additionalProperties"] is False for name in requests)
     assert {"409"} <= set(paths["/api/v1/repos"]["post"]["responses"])

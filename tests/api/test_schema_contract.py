@@ -37,14 +37,15 @@ def test_a_changeset_without_parent_is_refused_not_made_a_root(api):
     assert Changeset.objects.count() == 0
 
 
-def test_a_misspelled_parents_is_refused_with_a_hint(api):
+def test_parent_and_parents_together_or_neither_are_refused(api):
     root = api.write(None, {"a.txt": "a\n"})
 
-    body = error(api.post("/changesets", {"parents": [root], "operations": [WRITE]}), 400, "invalid")
+    both = error(api.post("/changesets", {"parent": root, "parents": [root], "operations": [WRITE]}), 400, "invalid")
+    neither = error(api.post("/changesets", {"operations": [WRITE]}), 400, "invalid")
 
-    assert sorted(fields(body)) == ["parent", "parents"]
-    hint = next(detail for detail in body["details"] if detail["field"] == "parents")
-    assert "not supported yet" in hint["message"] and "'parent'" in hint["message"]
+    assert fields(both) == ["parents"] and fields(neither) == ["parent"]
+    landing = error(api.post("/streams/main/land", {"parents": [root], "operations": [WRITE]}), 400, "invalid")
+    assert "one parent" in next(d for d in landing["details"] if d["field"] == "parents")["message"]
     assert Changeset.objects.count() == 1
 
 

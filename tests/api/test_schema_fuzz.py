@@ -43,7 +43,37 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/blobs/batch": "each blob's bytes must hash to its id",
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
+    "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
 }
+
+
+#: Operations that name other resources inside their bodies or depend on a proposal's state (a
+#: list of parents; the stream head a resolution was made on; a proposal the run itself closed or
+#: resolved): most generated requests answer 404 or 409, which schemathesis reports as "missing
+#: test data". Their answers are still checked against the schema; their success paths are tested
+#: in tests/api/test_conflicts.py and tests/api/test_scenario.py. Any other operation reported so
+#: fails the run.
+SPARSE_404 = {
+    "POST /api/v1/repos/{repo}/changesets",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/resolve",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/integrate",
+}
+
+
+def missing_test_data(output: str) -> set[str]:
+    """The operations schemathesis's "Missing test data" warning names."""
+    start = output.find("Missing test data:")
+    if start < 0:
+        return set()
+    # The block ends where the next warning's begins (each opens with "<Name>: N operations").
+    following = re.search(
+        r"\n\s*(?!Missing test data)[A-Z][a-z]+(?: [a-z]+)*: \d+ operations?|\n\s*Warnings:", output[start:]
+    )
+    section = output[start : start + following.start()] if following else output[start:]
+    return {
+        f"{method} {path}"
+        for method, path in re.findall(r"^\s*- (GET|POST|PUT|PATCH|DELETE) (/\S+)\s*$", section, re.M)
+    }
 
 
 def seed_repository(api: ApiClient) -> dict[str, list]:
@@ -65,7 +95,7 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
         "blobs": [blob],
         "paths": ["a.txt", "dir/b.txt", "dir/c.txt"],
         "dirs": ["dir"],
-        "proposals": [landed["id"], waiting["id"]],
+        "proposals": [str(landed["id"]), str(waiting["id"])],  # path parameters are text
         "operations": [outcome["operation"]],
     }
 
@@ -110,6 +140,7 @@ def config(values: dict[str, list], cache: Path) -> str:
         "query.path": ("paths", 0.5),
         "body.parent": ("changesets", 0.5),
         "body.head": ("revisions", 0.7),
+        "body.stream_head": ("revisions", 0.7),
         "body.from": ("revisions", 0.5),
         "body.stream": ("streams", 0.7),
     }
@@ -128,6 +159,13 @@ def config(values: dict[str, list], cache: Path) -> str:
         'include-path = "/api/v1/repos/{repo}/tree/{rev}"',
         "[operations.parameters]",
         '"query.path" = { dictionary = "dirs", probability = 0.7 }',
+    ]
+    lines += [
+        # Deleting a seeded stream takes its proposals with it, and every later request naming
+        # them answers 404 ("missing test data"); tests/api/test_conflicts.py covers the delete.
+        "[[operations]]",
+        'include-name = "DELETE /api/v1/repos/{repo}/streams/{stream}"',
+        "enabled = false",
     ]
     for path, why in SEMANTIC_400.items():
         lines += [
@@ -183,4 +221,4 @@ def test_the_server_answers_as_its_schema_says(server, tmp_path):
     print(done.stdout[done.stdout.find("=== SUMMARY") :], f"schemathesis ran {seconds:.1f} s ({cpu_seconds:.1f} s CPU)")
     assert done.returncode == 0, f"schemathesis found disagreements:\n{done.stdout[-20000:]}\n{done.stderr[-3000:]}"
     assert summary and int(summary.group(1)) > 200, done.stdout[-3000:]  # the run did reach the API
-    assert "Missing test data" not in done.stdout, done.stdout[-5000:]  # ids from the seeded repository
+    assert missing_test_data(done.stdout) <= SPARSE_404, done.stdout[-5000:]  # ids from the seeded repository

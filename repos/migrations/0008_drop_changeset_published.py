@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('repos', '0006_git_ref_prefix'),
+        ('repos', '0007_conflicts'),
     ]
 
     operations = [
