@@ -52,7 +52,7 @@ def test_the_repository_home_lists_streams_integrations_and_proposals(reader, sa
     assert (
         "fast_forward" in html and f"#{sample.conflicted}" not in html.split("Recent integrations")[1].split("Open")[0]
     )
-    assert "git clone" in html and "coming" in html  # no clone URL yet
+    assert "git clone http://testserver/git/demo.git" in html  # the clone URL of the git endpoint
 
 
 def test_a_file_is_highlighted_with_line_anchors_and_links(reader, sample):
