@@ -66,9 +66,16 @@ def proposal_detail(request: HttpRequest, repository, number: int) -> HttpRespon
                 "base": _side(repository, base, path, old_path),
             }
         )
+    _stream_head, package = proposals.conflicts_of(proposal)
+    marked = {detail.conflict.path: detail.marked for detail in package if detail.marked}
+    for conflict in conflicts:
+        blob = marked.get(conflict["path"])
+        # The text with diff3 markers an agent edits to resolve it (the API's conflict package).
+        conflict["marked"] = _text(browse.read_blob(repository, blob)) if blob else None
     context = {
         "repository": repository,
         "proposal": proposal,
+        "revisions": proposals.revisions(proposal),
         "head": head_info,
         "ours": ours,
         "base": base,
@@ -76,6 +83,15 @@ def proposal_detail(request: HttpRequest, repository, number: int) -> HttpRespon
         **diff_context(request, repository, base, proposal.head),
     }
     return remember_layout(request, render(request, "web/proposal.html", context))
+
+
+#: The most of a marked-up conflict the page shows (the rest is a click away in the API).
+MARKED_LIMIT = 64 * 1024
+
+
+def _text(data: bytes) -> str:
+    text = data[:MARKED_LIMIT].decode("utf-8", errors="replace")
+    return text + ("\n… (cut here)\n" if len(data) > MARKED_LIMIT else "")
 
 
 def _side(repository, commit: str | None, path: str, old_path: str | None) -> dict | None:

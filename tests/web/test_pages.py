@@ -165,6 +165,16 @@ def test_a_conflicted_proposal_shows_its_paths_both_sides_and_its_diff(reader, s
     assert "a conflicting edit" in listed and "title</a>" not in listed
 
 
+def test_a_conflicted_proposal_shows_its_conflict_markers_and_its_revisions(reader, sample):
+    html = reader.get(f"/repos/demo/proposals/{sample.conflicted}").content.decode()
+    # The conflict package's marked-up text, as the agent would edit it (escaped, diff3 style).
+    marked = html[html.index('<pre class="marked">') :]
+    assert "&lt;&lt;&lt;&lt;&lt;&lt;&lt; stream" in marked and "||||||| base" in marked
+    assert "&gt;&gt;&gt;&gt;&gt;&gt;&gt; proposal" in marked
+    revisions = html[html.index('class="box revisions"') :]
+    assert "opened" in revisions and ">conflict<" in revisions  # revision 1 and its outcome
+
+
 def test_go_to_file_and_trees_at_streams_with_slashes(reader, sample):
     found = reader.get("/repos/demo/find/main?q=app py").content.decode()
     assert "/repos/demo/blob/main/src/app.py" in found
