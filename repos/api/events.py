@@ -42,7 +42,7 @@ from agentgit_site.observability import note
 
 from ..errors import CLOSE_TOO_FAR_BEHIND, ERRORS, Invalid, Unauthenticated
 from ..services.admission import SCOPE_KEY
-from ..services.events import Message, check_resumable
+from ..services.events import Message, check_resumable, resume_after
 from ..services.relay import KEEPALIVE_S, Filter, TooFarBehind, polled, relay, relayed, release_connection
 from . import serializers as s
 from .base import ApiView, query_number, repository
@@ -156,25 +156,8 @@ class EventsView(ApiView):
 
 
 def resume_point(request) -> int:
-    """The last event id the client has: ``Last-Event-ID`` (it wins) or ``?after=``; 0 when
-    neither. Both are checked when both are sent."""
-    header = _event_id(request.headers.get("Last-Event-ID"), empty_is_absent=False)
-    query = _event_id(request.query_params.get("after"), empty_is_absent=True)
-    return header if header is not None else query or 0
-
-
-def _event_id(raw: str | None, *, empty_is_absent: bool) -> int | None:
-    # ``?after=`` sent empty is not sent (as every optional query parameter); an empty
-    # Last-Event-ID is malformed (EventSource sends the header only when it has an id).
-    if raw is None or (raw == "" and empty_is_absent):
-        return None
-    try:
-        after = int(raw)
-    except ValueError:
-        raise Invalid(f"an event id is a whole number, not {raw!r}") from None
-    if after < 0:
-        raise Invalid(f"an event id is not negative: {after}")
-    return after
+    """The last event id the client has (repos.services.events.resume_after)."""
+    return resume_after(request.headers.get("Last-Event-ID"), request.query_params.get("after"))
 
 
 def event_filter(kinds: str | None, stream: str | None) -> Filter:
@@ -248,7 +231,7 @@ class EventsConsumer(AsyncWebsocketConsumer):
             note(self.scope, credential=admission.admit("read"))
             found = repository(self.scope["url_route"]["kwargs"]["repo"])
             query = {key: values[0] for key, values in parse_qs(self.scope.get("query_string", b"").decode()).items()}
-            after = _event_id(query.get("after"), empty_is_absent=True) or 0
+            after = resume_after(None, query.get("after"))
             check_resumable(found, after)
             return found.pk, after, event_filter(query.get("kinds"), query.get("stream"))
         finally:

@@ -86,6 +86,29 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
 _NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
 
 
+def resume_after(last_event_id: str | None, after: str | None) -> int:
+    """The last event id a subscriber has: the ``Last-Event-ID`` header (it wins; what
+    EventSource sends when it reconnects) or ``?after=``; 0 when neither. Both are checked when
+    both are sent (400 ``invalid``)."""
+    header = _event_id(last_event_id, empty_is_absent=False)
+    query = _event_id(after, empty_is_absent=True)
+    return header if header is not None else query or 0
+
+
+def _event_id(raw: str | None, *, empty_is_absent: bool) -> int | None:
+    # ``?after=`` sent empty is not sent (as every optional query parameter); an empty
+    # Last-Event-ID is malformed (EventSource sends the header only when it has an id).
+    if raw is None or (raw == "" and empty_is_absent):
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Invalid(f"an event id is a whole number, not {raw!r}") from None
+    if value < 0:
+        raise Invalid(f"an event id is not negative: {value}")
+    return value
+
+
 def check_resumable(repository: Repository, after: int) -> None:
     """Refuse to resume after ``after`` when events after it were pruned (400 ``invalid``, with
     the first id still available), rather than skip them silently. One indexed lookup."""

@@ -17,28 +17,19 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 from django.views.decorators.http import require_safe
 
-from repos.services.events import check_resumable
+from repos.services.events import check_resumable, resume_after
 from repos.services.relay import Filter, polled, relayed, release_connection
 
-from ..errors import Invalid
 from .pages import repository_page
 
 #: Seconds one connection streams before the browser reconnects (and access is checked again).
 TIMEOUT_S = 25.0
 
 
-def resume_point(request: HttpRequest) -> int:
-    """The last event id the browser has: ``Last-Event-ID`` (sent on reconnect) or ``?after=``."""
-    raw = request.headers.get("Last-Event-ID") or request.GET.get("after") or "0"
-    if not raw.isdigit():
-        raise Invalid(f"an event id is a whole number, not {raw!r}")
-    return int(raw)
-
-
 @require_safe
 @repository_page
 def activity_events(request: HttpRequest, repository) -> StreamingHttpResponse:
-    after = resume_point(request)
+    after = resume_after(request.headers.get("Last-Event-ID"), request.GET.get("after"))
     check_resumable(repository, after)
     if isinstance(request, ASGIRequest):
         chunks: Iterator[bytes] | AsyncIterator[bytes] = relayed(repository.pk, after, Filter(), TIMEOUT_S)
