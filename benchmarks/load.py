@@ -46,7 +46,15 @@ import httpx
 from tests.deployment import ApiClient, Deployment
 
 from . import cycle
-from .cycle import DEFAULT_SERVER_WORKERS, LoadResult, nearest_rank, prepare_repository, run_writers, writer_stream
+from .cycle import (
+    DEFAULT_SERVER_WORKERS,
+    LoadResult,
+    machine_cpu_ticks,
+    nearest_rank,
+    prepare_repository,
+    run_writers,
+    writer_stream,
+)
 from .events_bench import run_fan_out
 from .git_bench import _git, build_source
 from .resolution_bench import run_landing
@@ -107,6 +115,8 @@ class Row:
     server_cpu_s: float | None = None
     generator_cpu_s: float | None = None
     peak_rss_mib: float | None = None
+    #: Share of all the machine's CPUs busy meanwhile (0-1): ours and everything else on it.
+    machine_busy: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -133,6 +143,7 @@ class Row:
                 self.generator_cpu_s / self.seconds if self.generator_cpu_s and self.seconds else None
             ),
             "peak_rss_mib": _round(self.peak_rss_mib),
+            "machine_busy": _round(self.machine_busy),
             "details": self.details,
             "problems": self.problems,
         }
@@ -164,8 +175,8 @@ def generator_cpu_seconds() -> float:
 
 
 class Window:
-    """The server's CPU, its peak RSS (every process of the deployment, sampled every 50 ms) and
-    the generator's CPU, from entering to leaving."""
+    """The server's CPU, its peak RSS (every process of the deployment, sampled every 50 ms), the
+    generator's CPU and how busy the whole machine was, from entering to leaving."""
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
@@ -193,6 +204,7 @@ class Window:
     def __enter__(self) -> Window:
         self.server_before = self.deployment.cpu_seconds()
         self.generator_before = generator_cpu_seconds()
+        self.machine_before = machine_cpu_ticks()
         self.started = time.monotonic()
         self._sampler.start()
         return self
@@ -201,6 +213,11 @@ class Window:
         self.seconds = time.monotonic() - self.started
         self.server_cpu_s = self.deployment.cpu_seconds() - self.server_before
         self.generator_cpu_s = generator_cpu_seconds() - self.generator_before
+        after = machine_cpu_ticks()
+        before = self.machine_before
+        self.machine_busy = (
+            (after[0] - before[0]) / (after[1] - before[1]) if before and after and after[1] > before[1] else None
+        )
         self._stop.set()
         self._sampler.join()
 
@@ -211,6 +228,7 @@ class Window:
         if row.generator_cpu_s is None:
             row.generator_cpu_s = self.generator_cpu_s
         row.peak_rss_mib = self.peak_rss / 2**20
+        row.machine_busy = self.machine_busy
         return row
 
 
@@ -352,19 +370,24 @@ def _repo_with_a_head(client: ApiClient, repo: str) -> None:
 # ------------------------------------------------------------------------------ the scenarios
 
 
+def _wrk_on_a_head(ctx: Context, deployment: Deployment, name: str, connections: int) -> tuple[Row, dict[str, Any]]:
+    """wrk with ``connections`` reading the head of a new repository's main; its row and summary."""
+    token = ctx.servers.token(deployment)
+    repo = ctx.repo(name)
+    with ApiClient(deployment.url, token) as client:
+        _repo_with_a_head(client, repo)
+    with Window(deployment) as window:
+        summary = run_wrk(
+            f"{deployment.url}/api/v1/repos/{repo}/streams/main",
+            token, connections=connections, seconds=ctx.profile.duration_s, scratch=ctx.scratch,
+        )  # fmt: skip
+    return window.fill(_wrk_row(name, ctx.backend, connections, summary)), summary
+
+
 def reads(ctx: Context) -> list[Row]:
     """32 clients (wrk) reading a stream head: credential check, authorization, one read."""
     with ctx.servers.deployment() as deployment:
-        token = ctx.servers.token(deployment)
-        repo = ctx.repo("reads")
-        with ApiClient(deployment.url, token) as client:
-            _repo_with_a_head(client, repo)
-        with Window(deployment) as window:
-            summary = run_wrk(
-                f"{deployment.url}/api/v1/repos/{repo}/streams/main",
-                token, connections=32, seconds=ctx.profile.duration_s, scratch=ctx.scratch,
-            )  # fmt: skip
-        row = window.fill(_wrk_row("reads", ctx.backend, 32, summary))
+        row, summary = _wrk_on_a_head(ctx, deployment, "reads", 32)
     other = {status: n for status, n in summary["statuses"].items() if status != 200}
     row.failures = {**{f"http_{s}": n for s, n in other.items()}, "socket": summary["socket_errors"]}
     row.failures = {k: v for k, v in row.failures.items() if v}
@@ -597,20 +620,11 @@ def saturation(ctx: Context) -> list[Row]:
     """At most 4 requests at once per server process, 64 readers (wrk): the excess is refused
     ``unavailable`` (503) rather than queued, and the server is ready right after."""
     with ctx.servers.deployment({"AGENTGIT_MAX_CONCURRENT_REQUESTS": "4"}) as deployment:
-        token = ctx.servers.token(deployment)
-        repo = ctx.repo("saturation")
-        with ApiClient(deployment.url, token) as client:
-            _repo_with_a_head(client, repo)
-        with Window(deployment) as window:
-            summary = run_wrk(
-                f"{deployment.url}/api/v1/repos/{repo}/streams/main",
-                token, connections=64, seconds=ctx.profile.duration_s, scratch=ctx.scratch,
-            )  # fmt: skip
+        row, summary = _wrk_on_a_head(ctx, deployment, "saturation", 64)
         try:
             ready = httpx.get(deployment.url + "/readyz", timeout=5).status_code
         except httpx.HTTPError as error:
             ready = type(error).__name__  # type: ignore[assignment]
-        row = window.fill(_wrk_row("saturation", ctx.backend, 64, summary))
     statuses = summary["statuses"]
     row.count = statuses.get(200, 0) + statuses.get(503, 0)
     row.unit = "answered"

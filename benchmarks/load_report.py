@@ -97,13 +97,14 @@ def _cells(row: dict[str, Any]) -> list[str]:
         _cores(row["server_cores"]),
         _cores(row["generator_cores"]),
         "-" if row["peak_rss_mib"] is None else f"{row['peak_rss_mib']:.0f}",
+        _cores(row.get("machine_busy")),
         "ok" if not row["problems"] else "FAILED",
     ]
 
 
 HEADER = [
     "scenario", "backend", "clients", "throughput", "p50 / p90 / p99 / max ms", "failures",
-    "server CPU", "generator CPU", "peak RSS MiB", "invariants",
+    "server CPU", "generator CPU", "peak RSS MiB", "machine busy", "invariants",
 ]  # fmt: skip
 
 
@@ -114,7 +115,7 @@ def _conditions_line(data: dict[str, Any]) -> str:
         f"uvicorn x{c['server_workers']}; {c['cpu_count']} CPUs ({c['cpu_model']}), {c['memory_gib']} GiB, Linux "
         f"{c['kernel']}, Python {c['python']}, {c['wrk']}; commit {c['commit'] or '?'}, {c['started']}; "
         f"load average before {c['load_average_before']}, after {c.get('load_average_after')}; data in "
-        f"{c['data_parent']}. CPU in % of one core; latency by nearest rank (wrk's histogram for wrk rows)."
+        f"{c['data_parent']}. CPU in % of one core; machine busy: all its CPUs, everyone's load; latency by nearest rank (wrk's histogram for wrk rows)."
     )
 
 
