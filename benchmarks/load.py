@@ -30,6 +30,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import subprocess
@@ -57,7 +58,7 @@ from .cycle import (
 )
 from .events_bench import run_fan_out
 from .git_bench import _git, build_source
-from .resolution_bench import run_landing
+from .resolution_bench import LandingRun, run_landing
 
 SCENARIOS = (
     "reads", "streams", "contention", "same-file", "fanout", "ratelimit", "saturation", "landing", "git", "big-repo",
@@ -646,20 +647,26 @@ def saturation(ctx: Context) -> list[Row]:
 
 def landing(ctx: Context) -> list[Row]:
     """N agents × changes on main, one change in five a planned conflict that the agent resolves
-    (benchmarks/resolution_bench.py): every change lands, every planned line is kept."""
+    (benchmarks/resolution_bench.py). Nothing landed is lost: every landed change's file is on
+    main (the last of each agent's read back) and every resolved line is kept in shared.txt. A
+    change that did not land is a failure, counted; unless the server refused it as retryable
+    (``unavailable``, ``aborted``: a busy machine), that is a problem too."""
     rows = []
     for agents in ctx.profile.landing_agents:
         with ctx.servers.deployment() as deployment:
             token = ctx.servers.token(deployment)
             with Window(deployment) as window:
                 run = run_landing(deployment.url, token, agents=agents, changes=ctx.profile.landing_changes)
+            with ApiClient(deployment.url, token) as client:
+                lost = _landed_changes_lost(client, run)
         summary = run.summary()
         landed = run.landed
         unplanned = [c for c in landed if not c.planned_conflict]
         errors: dict[str, int] = {}
         for change in run.changes:
             if change.error:
-                errors[change.error.split(":")[0]] = errors.get(change.error.split(":")[0], 0) + 1
+                code = _error_code(change.error)
+                errors[code] = errors.get(code, 0) + 1
         row = Row(
             f"landing {agents}", ctx.backend, agents, run.elapsed_s, "lands", len(landed), "change, first call to landed",
             percentiles([c.elapsed_ms for c in landed]), errors,
@@ -674,14 +681,39 @@ def landing(ctx: Context) -> list[Row]:
             },
         )  # fmt: skip
         rows.append(window.fill(row))
-        if len(landed) != len(run.changes):
-            row.problems.append(f"landing {agents}: {len(landed)} of {len(run.changes)} landed; {summary['errors']}")
-        if summary["shared_lines_kept"] != summary["planned_conflicts"]:
+        row.problems += [f"landing {agents}: {text}" for text in lost]
+        final = {k: v for k, v in errors.items() if k not in ("unavailable", "aborted")}
+        if final:
+            row.problems.append(f"landing {agents}: changes failed other than retryably: {final}; {summary['errors']}")
+        resolved = sum(1 for c in landed if c.planned_conflict)
+        if summary["shared_lines_kept"] != resolved:
             row.problems.append(
-                f"landing {agents}: {SHARED_FILE} kept {summary['shared_lines_kept']} of "
-                f"{summary['planned_conflicts']} resolved lines"
+                f"landing {agents}: {SHARED_FILE} kept {summary['shared_lines_kept']} of {resolved} resolved lines"
             )
     return rows
+
+
+def _error_code(error: str) -> str:
+    """The API error code in a failed change's error text (an ApiFailure's), else its first word."""
+    match = re.search(r"'code': '([a-z_]+)'", error)
+    return match.group(1) if match else error.split(":")[0]
+
+
+def _landed_changes_lost(client: ApiClient, run: LandingRun) -> list[str]:
+    """Each landed change's file missing from main, and each agent's last one read back."""
+    lost = []
+    for agent in range(run.agents):
+        own = [c for c in run.landed if c.agent == agent and not c.planned_conflict]
+        if not own:
+            continue
+        directory = f"agents/{agent:02d}"
+        names = {entry["name"] for entry in client.tree(run.repo, "main", directory)}
+        lost += [f"{directory}/{c.index}.txt is not on main" for c in own if f"{c.index}.txt" not in names]
+        last = own[-1]
+        text = client.file(run.repo, "main", f"{directory}/{last.index}.txt").decode()
+        if text != f"agent {agent} change {last.index}\n":
+            lost.append(f"{directory}/{last.index}.txt reads {text!r}")
+    return lost
 
 
 def _imported(ctx: Context, deployment: Deployment, repos: dict[str, int], writers: int) -> None:
