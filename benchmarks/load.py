@@ -240,9 +240,9 @@ class Servers:
     """The deployments the scenarios run on: a fresh one per scenario, or one shared by all
     (the smoke profile), its server restarted when a scenario needs other settings."""
 
-    def __init__(self, backend: str, server_workers: int, fresh: bool, data_parent: str | None, log: Log) -> None:
+    def __init__(self, backend: str, server_workers: int, fresh: bool, data_parent: str | None) -> None:
         self.mode = BACKENDS[backend]
-        self.server_workers, self.fresh, self.data_parent, self.log = server_workers, fresh, data_parent, log
+        self.server_workers, self.fresh, self.data_parent = server_workers, fresh, data_parent
         self._shared: Deployment | None = None
         self._shared_env: dict[str, str] | None = None
 
@@ -256,9 +256,13 @@ class Servers:
 
     def _new(self) -> Deployment:
         deployment = Deployment(self.mode, data_parent=self.data_parent)
-        if self.mode == "production":
-            for _ in range(2):  # as the cycle suite's default
-                deployment.start_worker()
+        try:
+            if self.mode == "production":
+                for _ in range(2):  # as the cycle suite's default
+                    deployment.start_worker()
+        except BaseException:
+            deployment.close()
+            raise
         return deployment
 
     @contextlib.contextmanager
@@ -871,7 +875,7 @@ def run_load(
         scenarios = sorted(scenarios, key=lambda name: name == "saturation")
     for backend in backends:
         scratch = Path(tempfile.mkdtemp(prefix="agentgit-load-", dir=data_parent))
-        servers = Servers(backend, profile.server_workers, profile.fresh, data_parent, log)
+        servers = Servers(backend, profile.server_workers, profile.fresh, data_parent)
         try:
             for name in scenarios:
                 on_scenario(f"{backend}: {name}")

@@ -184,9 +184,11 @@ def _log_bars(
                     f'<rect x="{x + offset:.1f}" y="{top_y:.1f}" width="{bar:.1f}" height="{base_y - top_y:.1f}"'
                     f' fill="{colour}"><title>{html.escape(label)}: {value:.4g}</title></rect>'
                 )
+        first, _, second = label.partition(" ")  # "big-repo 100000": two lines under its bars
+        centre = left + i * slot + slot / 2
         out.append(
-            f'<text x="{left + i * slot + slot / 2:.1f}" y="{base_y + 14}" font-size="10" text-anchor="middle">'
-            f"{html.escape(label)}</text>"
+            f'<text x="{centre:.1f}" y="{base_y + 14}" font-size="10" text-anchor="middle">{html.escape(first)}'
+            f'<tspan x="{centre:.1f}" dy="12">{html.escape(second)}</tspan></text>'
         )
     return out
 
