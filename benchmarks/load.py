@@ -927,7 +927,7 @@ def _conditions(
         "server_workers": profile.server_workers,
         "fresh_deployment_per_scenario": profile.fresh,
         "data_parent": data_parent or tempfile.gettempdir(),
-        "wrk": (wrk.stdout or wrk.stderr).split("\n", 1)[0].strip() if wrk else None,
+        "wrk": (wrk.stdout or wrk.stderr).split(" Copyright", 1)[0].strip() if wrk else None,
         "load_average_before": [round(x, 2) for x in os.getloadavg()],
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "cpu_model": _cpu_model(),

@@ -167,7 +167,9 @@ def _log_bars(
     decade = low
     while decade <= high * 1.0001:
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(decade):.1f}" y2="{y(decade):.1f}" stroke="#eee"/>')
-        out.append(f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" font-size="10" text-anchor="end">{decade:g}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" font-size="10" text-anchor="end">{_tick(decade)}</text>'
+        )
         decade *= 10
     out.append(
         f'<text x="14" y="{top + 30 + plot_h / 2}" font-size="10" transform="rotate(-90 14 {top + 30 + plot_h / 2})"'
@@ -191,6 +193,11 @@ def _log_bars(
             f'<tspan x="{centre:.1f}" dy="12">{html.escape(second)}</tspan></text>'
         )
     return out
+
+
+def _tick(value: float) -> str:
+    """A decade as a label: 0.1, 10, 100 000."""
+    return f"{value:g}" if value < 1 else f"{value:,.0f}".replace(",", " ")
 
 
 def load_svg(data: dict[str, Any]) -> str:
