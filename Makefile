@@ -13,7 +13,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git chromium
+.PHONY: serve test lint clean setup git chromium wrk
 
 # The metrics directory is emptied before the servers start (every process adds its counters
 # there). --no-access-log: the server writes its own access log, with secrets redacted
@@ -26,9 +26,10 @@ serve: setup
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
 	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log
 
-test: setup chromium
+test: setup chromium wrk
 	$(PY) -m pytest -n 2
 	$(PY) manage.py agentgit_bench engine --sizes 1000 --samples 3
+	$(PY) manage.py agentgit_bench load --profile smoke
 
 # The lint and type gate (CI runs it before the tests): ruff's rules and mypy's configuration,
 # with the engine at --strict and the ratchet of the rest, are in pyproject.toml (docs/adr/0006).
@@ -53,6 +54,12 @@ git:
 chromium:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; }
+
+# The load benchmark (benchmarks/load.py) drives the read-only scenarios with Debian's wrk: Python
+# clients cannot saturate the read path.
+wrk:
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk; }
 
 # The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
 # their tests (tests/client) run from the work tree.

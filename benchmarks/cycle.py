@@ -53,6 +53,7 @@ class Cycle:
     outcome: str | None = None
     stream_head: str | None = None
     error: str | None = None  # an error code (aborted, rate_limited, …) or an exception name
+    conflicts: list[str] = field(default_factory=list)  # the paths of a ``conflict`` outcome
     timings_ms: dict[str, float] = field(default_factory=dict)
     total_ms: float = 0.0
 
@@ -142,6 +143,7 @@ def run_writers(
     duration_s: float | None = None,
     stop_on_error: bool = False,
     measure_cpu: Callable[[], float] | None = None,
+    files: Callable[[int, int], dict[str, str]] = writer_files,
 ) -> LoadResult:
     """Closed-loop writers, one thread and one connection pool each, on a prepared repository.
 
@@ -151,6 +153,7 @@ def run_writers(
     Runs ``cycles`` cycles per writer, or until ``duration_s`` has passed. A failed cycle is
     counted (its error code kept) and the writer starts the next one, as the reference's
     generator does; ``stop_on_error`` stops every writer at the first failure instead.
+    ``files(writer, index)`` is what a cycle writes (default: the writer's own two files).
     """
     if (cycles is None) == (duration_s is None):
         raise ValueError("give cycles or duration_s")
@@ -168,7 +171,7 @@ def run_writers(
             start_gate.wait()
             index = 0
             while not stop.is_set() and (cycles is None or index < cycles) and time.monotonic() < deadline_box[0]:
-                cycle = Cycle(writer, index, writer_files(writer, index))
+                cycle = Cycle(writer, index, files(writer, index))
                 results[writer].append(cycle)
                 try:
                     last = one_cycle(client, repo, stream, cycle, last if scenario == "streams" else None)
@@ -243,6 +246,7 @@ def one_cycle(client: ApiClient, repo: str, stream: str, cycle: Cycle, parent: s
     lap("integrate", t)
     cycle.total_ms = (time.perf_counter() - begin) * 1000
     cycle.outcome, cycle.stream_head = outcome["outcome"], outcome["stream_head"]
+    cycle.conflicts = [conflict["path"] for conflict in outcome.get("conflicts") or []]
     return outcome["stream_head"]
 
 

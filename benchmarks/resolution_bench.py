@@ -52,6 +52,8 @@ class LandingRun:
     elapsed_s: float
     changes: list[Change] = field(default_factory=list)
     shared_lines_kept: int = 0
+    #: The repository the agents landed in.
+    repo: str = ""
 
     @property
     def landed(self) -> list[Change]:
@@ -196,7 +198,7 @@ def run_landing(
         thread.start()
     for thread in threads:
         thread.join()
-    run = LandingRun(agents, changes, time.monotonic() - started, [c for own in plan for c in own])
+    run = LandingRun(agents, changes, time.monotonic() - started, [c for own in plan for c in own], repo=repo)
     with ApiClient(base_url, token) as check:
         shared = check.request("GET", f"/repos/{repo}/files/main/{SHARED}").text
     planned_lines = {f"status: agent {c.agent} change {c.index}" for c in run.changes if c.planned_conflict}

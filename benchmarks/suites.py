@@ -31,6 +31,8 @@ from . import (
     git_bench,
     history_bench,
     landing_cost,
+    load,
+    load_report,
     report,
     resolution_bench,
     web_bench,
@@ -415,6 +417,61 @@ def _events_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, data, table, failures="\n".join(failures))
 
 
+# ------------------------------------------------------------------------------ load
+
+
+def _load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenarios",
+        type=choices(load.SCENARIOS),
+        default=list(load.SCENARIOS),
+        help=f"comma-separated, of: {', '.join(load.SCENARIOS)} (default: all)",
+    )
+    parser.add_argument("--profile", choices=tuple(load.PROFILES), default="full", help="full (default) or smoke")
+    parser.add_argument("--workers", type=positive, help="closed-loop writers (default: the profile's, 16 or 4)")
+    parser.add_argument("--duration-secs", type=float, help="seconds per scenario (default: the profile's, 20 or 3)")
+    parser.add_argument(
+        "--backend",
+        type=choices(tuple(load.BACKENDS)),
+        default=["sqlite"],
+        help="sqlite (embedded: uvicorn, SQLite, Celery eager) and/or postgres (PostgreSQL, Redis, celery "
+        "workers); comma-separated (default: sqlite)",
+    )
+    parser.add_argument("--data-parent", help="where the servers' data directories are made (default: the temp dir)")
+    parser.add_argument(
+        "--plot", metavar="FILE.svg", help="write an SVG of throughput and p99, ours beside the reference"
+    )
+    parser.add_argument("--from-json", metavar="FILE", help="report a saved --json run instead of running")
+
+
+def _load_run(options: dict[str, Any], log: Log) -> Results:
+    if options["from_json"]:
+        with open(options["from_json"]) as file:
+            data = json.load(file)
+    else:
+        profile = load.profile_with(options["profile"], options["workers"], options["duration_secs"])
+        scenarios, backends = options["scenarios"], options["backend"]
+        with _progress("scenario", len(scenarios) * len(backends)) as bar:
+
+            def on_scenario(name: str) -> None:
+                bar.set_description(name)
+                bar.update(1)
+
+            data = load.run_load(
+                scenarios=scenarios,
+                backends=backends,
+                profile=profile,
+                profile_name=options["profile"],
+                data_parent=options["data_parent"],
+                log=log,
+                on_scenario=on_scenario,
+            )
+    if options["plot"] and not data["problems"]:  # as --json: no result file of a failed run
+        with open(options["plot"], "w") as file:
+            file.write(load_report.load_svg(data))
+    return Results(load_report.format_load(data), data, load_report.load_markdown(data), "\n".join(data["problems"]))
+
+
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
 SUITES: dict[str, Suite] = {
     suite.name: suite
@@ -466,6 +523,12 @@ SUITES: dict[str, Suite] = {
             "agents landing on one stream with planned conflicts, each resolved in one call (issue 11)",
             _resolution_arguments,
             _resolution_run,
+        ),
+        Suite(
+            "load",
+            "the server under many clients, scenario by scenario, beside the reference (issue 13)",
+            _load_arguments,
+            _load_run,
         ),
         Suite(
             "web",

@@ -315,9 +315,18 @@ class Deployment:
     Use as a context manager, or call :meth:`close`: it kills every process it started (by
     process group), drops the database, releases the Redis index and removes the data directory
     (kept, with the process logs in ``logs/``, when ``keep`` or ``AGENTGIT_E2E_KEEP=1``).
+    ``data_parent`` is where the data directory is made (default: the temp directory), e.g. a
+    memory-backed file system to see how much of a load is the disk's.
     """
 
-    def __init__(self, mode: str = "embedded", *, env: dict[str, str] | None = None, keep: bool = False) -> None:
+    def __init__(
+        self,
+        mode: str = "embedded",
+        *,
+        env: dict[str, str] | None = None,
+        keep: bool = False,
+        data_parent: str | os.PathLike[str] | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode is one of {MODES}, not {mode!r}")
         self.mode = mode
@@ -329,7 +338,7 @@ class Deployment:
         self.url = ""
         #: A token for the tests or the benchmark to use (set by whoever creates one).
         self.token = ""
-        self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-"))
+        self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-", dir=data_parent))
         self.log_dir = self.data_dir / "logs"
         self.log_dir.mkdir()
         self._serial = 0
