@@ -119,7 +119,8 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
         raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
-    refmirror.follow_stream(repository, name)
+    # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
+    transaction.on_commit(lambda: refmirror.follow_stream(repository, name))
     return stream
 
 
@@ -200,4 +201,4 @@ def delete_stream(repository: Repository, name: str) -> None:
     with transaction.atomic():
         Stream.objects.filter(pk=stream.pk).delete()
         append_event(repository, STREAM_DELETED, {"stream": name, "head": stream.head})
-    refmirror.follow_stream(repository, name)
+    transaction.on_commit(lambda: refmirror.follow_stream(repository, name))  # as create_stream
