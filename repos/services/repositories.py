@@ -176,7 +176,8 @@ def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> lis
 def stream_heads(repository: Repository) -> set[str]:
     """The distinct heads of the repository's streams: everything they reach is complete."""
     heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
-    return set(heads.distinct())
+    # No ordering: the default one (by name) would make DISTINCT return every stream's row.
+    return set(heads.order_by().distinct())
 
 
 def _name_prefix(prefix: str) -> Q:
