@@ -104,13 +104,22 @@ class Changeset(models.Model):
     parents = models.JSONField(default=list)
     tree = models.CharField(max_length=OBJECT_ID_LENGTH)
     message = models.TextField(blank=True)
-    operations = models.JSONField(default=list)
+    #: NULL: not written yet, for a commit that arrived by git push (its list is derived from the
+    #: diff against its first parent after the push's answer; reads derive it if that never ran:
+    #: content.get_changeset, content.write_pending_operations).
+    operations = models.JSONField(default=list, null=True)
     provenance = models.JSONField(default=dict)
     credential = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
+        indexes = [
+            # The catch-up pass reads only the rows still without operations (few, if any).
+            models.Index(
+                fields=["repository"], condition=Q(operations__isnull=True), name="changeset_operations_pending"
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["repository", "commit_id"], name="changeset_unique_per_repository"),
             models.CheckConstraint(

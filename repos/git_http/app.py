@@ -215,8 +215,8 @@ def _v0_capabilities(service: str) -> str:
     reader.feed(out)
     first = reader.next()
     caps = first.split(b"\0", 1)[1].decode().strip() if isinstance(first, bytes) and b"\0" in first else ""
-    # Not offered: push options (not read) and atomic pushes (each command applies on its own).
-    refused = ("push-options", "atomic")
+    # Not offered: push options (not read).
+    refused = ("push-options",)
     return " ".join(cap for cap in caps.split() if cap not in refused and not cap.startswith("symref="))
 
 

@@ -10,14 +10,24 @@
    ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
    (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
    proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
-   recorded as changesets first (``content.record_commits``).
+   recorded as changesets first (``content.record_commits``), so no ref ever names a commit
+   without its row.
+   With git's ``atomic`` capability (``git push --atomic``) every ``refs/heads/`` command applies
+   in one transaction, or none does. Tags are refused: the server's refs are its streams.
 4. The answer is git's own report-status, with the outcomes as ``remote:`` lines (side band 2).
+5. Then the pushed changesets' operation lists and the heads' derived data (graph, path index)
+   are written. Both are functions of the commits, so they need not delay the answer (for
+   10 000 new files they cost more than the rest of the push): a reader that comes first
+   derives the operations itself and reads without the index meanwhile, and what a crash left
+   out is written by maintenance (``content.write_pending_operations``) and recovery
+   (``derived.derive_missing``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
@@ -25,18 +35,22 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 
 from engine.errors import EngineError
 
 from ..errors import ApiError, Forbidden, Invalid, from_engine
 from ..models import Credential, Repository, Stream
-from ..services import content, integration, proposals, refmirror, repositories
+from ..services import content, derived, integration, proposals, refmirror, repositories
 from ..services.stores import repository_path
 from . import pktline
 from .app import ZERO_ID, git_env, in_thread
 
+logger = logging.getLogger(__name__)
+
 FOR = "refs/for/"
 HEADS = "refs/heads/"
+TAGS = "refs/tags/"
 CONTENT_TYPE = "application/x-git-receive-pack-result"
 
 
@@ -80,6 +94,7 @@ async def receive_pack(credential: Credential, repository: Repository, body: Asy
         await send({"type": "http.response.body", "body": b""})
         return
     messages: list[str] = []
+    recorded: list[str] = []
     unpack_error = None
     # What the repository is known to hold whole: the streams' heads (the database's, not every
     # ref on disk: reading 10 000 loose refs cost git more than the push itself).
@@ -87,12 +102,29 @@ async def receive_pack(credential: Credential, repository: Repository, body: Asy
     if any(not command.deletes for command in commands):
         unpack_error = await _receive_objects(repository, commands, reader.rest(), complete)
     if unpack_error is None:
-        messages = await in_thread(apply_commands, credential, repository, commands, complete)
+        atomic = "atomic" in capabilities
+        messages, recorded = await in_thread(apply_commands, credential, repository, commands, complete, atomic)
     else:
         for command in commands:
             command.refusal = "unpacker error"
     await _start(send)
     await send({"type": "http.response.body", "body": report(commands, unpack_error, messages, capabilities)})
+    if any(command.refusal is None and not command.deletes for command in commands):
+        integration.crash_point("push_answered")
+        await _after_answer(repository, recorded)
+
+
+async def _after_answer(repository: Repository, commits: list[str]) -> None:
+    """After the answer: nobody is waiting for this, and nothing is lost if it fails."""
+    try:
+        await in_thread(_derive_pushed, repository, commits)
+    except Exception:
+        logger.exception("deriving the data of %d pushed changesets of %s failed", len(commits), repository.name)
+
+
+def _derive_pushed(repository: Repository, commits: list[str]) -> None:
+    content.write_pending_operations(repository, commits)
+    derived.derive_missing(in_repository=repository)
 
 
 async def _start(send) -> None:
@@ -211,26 +243,81 @@ def _migrate(source: Path, target: Path) -> None:
 
 
 def apply_commands(
-    credential: Credential, repository: Repository, commands: list[Command], complete: set[str]
-) -> list[str]:
-    """Record the pushed commits, then apply each command through the services; the lines to
-    show the client. A refused command gets its ``refusal``; the others still apply."""
-    tips = sorted({command.new for command in commands if not command.deletes})
+    credential: Credential, repository: Repository, commands: list[Command], complete: set[str], atomic: bool = False
+) -> tuple[list[str], list[str]]:
+    """Record the pushed commits (their operations later), then apply each command through the
+    services; the lines to show the client, and the commits recorded. A refused command gets its
+    ``refusal``; the others still apply, unless the push is ``atomic``: then all or none do."""
+    for command in commands:
+        command.refusal = _refused_by_name(command.ref)
+    if atomic and any(command.refusal for command in commands):
+        return _refuse_all(commands), []
+    tips = sorted({command.new for command in commands if not command.deletes and command.refusal is None})
+    new: list[str] = []
     if tips:
         new = _new_commits(repository, tips, complete)
         for tip in tips:
             refmirror.protect_changeset(repository.name, tip)  # before any row names them
         provenance = {"source": "git push", "credential": credential.name or credential.token_prefix}
-        content.record_commits(repository, new, credential=credential, provenance=provenance)
+        content.record_commits(repository, new, credential=credential, provenance=provenance, operations_later=True)
+    if atomic:
+        return _apply_all_or_none(credential, repository, commands), new
     messages: list[str] = []
     for command in commands:
+        if command.refusal is not None:
+            continue
         try:
             messages += _apply(credential, repository, command)
-        except (ApiError, EngineError, integration.NotFastForward) as error:
-            if isinstance(error, EngineError):
-                error = from_engine(error)
-            command.refusal = error.message if isinstance(error, ApiError) else str(error)
+        except _REFUSALS as error:
+            command.refusal = _reason(error)
+    return messages, new
+
+
+#: What a command's service call raises when it refuses it (anything else is a server error).
+_REFUSALS = (ApiError, EngineError, integration.NotFastForward)
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, EngineError):
+        error = from_engine(error)
+    return error.message if isinstance(error, ApiError) else str(error)
+
+
+def _refused_by_name(ref: str) -> str | None:
+    """Why a ref cannot be pushed at all, before anything is recorded for it; None if it may be."""
+    if ref.startswith(TAGS):
+        return f"tags are not kept here: the refs are the streams ({HEADS}<stream>); push the commit to a stream"
+    if not ref.startswith((HEADS, FOR)):
+        return f"only {HEADS}<stream> and {FOR}<stream> can be pushed, not {ref}"
+    return None
+
+
+def _apply_all_or_none(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:
+    """git's ``atomic`` push: every command through its service in one transaction, or none.
+    (The services write the ref mirror once their change commits: here, once all of them have.)"""
+    current = None
+    try:
+        with transaction.atomic():
+            messages: list[str] = []
+            # One order of the streams' row locks for every atomic push: two cannot deadlock.
+            for current in sorted(commands, key=lambda command: command.ref):
+                if current.ref.startswith(FOR):
+                    raise Invalid(f"{FOR} cannot be part of an atomic push (its integration lands on its own)")
+                messages += _apply(credential, repository, current)
+    except _REFUSALS as error:
+        assert current is not None  # raised by a command's service call
+        current.refusal = _reason(error)
+        return _refuse_all(commands)
     return messages
+
+
+def _refuse_all(commands: list[Command]) -> list[str]:
+    """An atomic push with a refused command: the others are refused with it, as git does."""
+    refused = next(command for command in commands if command.refusal is not None)
+    for command in commands:
+        if command.refusal is None:
+            command.refusal = "atomic push failed"
+    return [f"atomic push: nothing was applied, because {refused.ref} was refused"]
 
 
 def _new_commits(repository: Repository, tips: list[str], complete: set[str]) -> list[str]:
@@ -257,8 +344,6 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
     ref = command.ref
     if ref.startswith(FOR):
         return _propose(credential, repository, ref.removeprefix(FOR), command)
-    if not ref.startswith(HEADS):
-        raise Invalid(f"only {HEADS}<stream> and {FOR}<stream> can be pushed, not {ref}")
     name = repositories.check_stream_name(ref.removeprefix(HEADS))
     stream = Stream.objects.filter(repository=repository, name=name).select_related("repository").first()
     if command.deletes:
@@ -272,7 +357,7 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
         repositories.create_stream(repository, name, command.new)
         return [f"created stream {name} at {command.new}"]
     expected = None if command.old == ZERO_ID else command.old
-    outcome = integration.push_fast_forward(stream, expected, command.new, credential)
+    outcome = integration.push_fast_forward(stream, expected, command.new, credential, derive=False)
     return [f"{name} fast-forwarded to {outcome['stream_head']}"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import IntegrityError, transaction
 
@@ -192,6 +192,8 @@ def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     check_object_id(commit_id)
     found = Changeset.objects.filter(repository=repository, commit_id=commit_id).first()
     if found is not None:
+        if found.operations is None:  # recorded by a push whose operations are not written yet
+            found.operations = _write_operations(store_for(repository.name), found)
         return found
     try:
         commit = store_for(repository.name).read_commit(commit_id)
@@ -229,25 +231,34 @@ def record_commits(
     credential: Credential | None,
     provenance: dict,
     progress: Callable[[int], None] | None = None,
+    operations_later: bool = False,
 ) -> int:
     """Record commits that arrived by git (a push, an import) as changesets; returns how many were new.
 
     Each one's operation list is derived from its diff against its first parent, renames
-    detected (a rename that also changed the content carries the new ``blob``). The caller has
-    protected the commits in the ref mirror; rows already there are left as they are.
-    ``progress(n)`` is told of every ``n`` commits done.
+    detected (a rename that also changed the content carries the new ``blob``). With
+    ``operations_later`` the rows are written without it (``operations`` NULL: a push records
+    its commits before its refs move and derives their operations after its answer, with
+    :func:`write_pending_operations`); a list is a function of the commit and its parent, so
+    whoever reads one first (:func:`get_changeset`) or maintenance writes it if that never ran.
+    The caller has protected the commits in the ref mirror; rows already there are left as they
+    are. ``progress(n)`` is told of every ``n`` commits done.
     """
     new = 0
     for start in range(0, len(commit_ids), RECORD_CHUNK):
         chunk = commit_ids[start : start + RECORD_CHUNK]
-        new += _record_chunk(repository, chunk, credential, provenance)
+        new += _record_chunk(repository, chunk, credential, provenance, operations_later)
         if progress is not None:
             progress(len(chunk))
     return new
 
 
 def _record_chunk(
-    repository: Repository, commit_ids: list[str], credential: Credential | None, provenance: dict
+    repository: Repository,
+    commit_ids: list[str],
+    credential: Credential | None,
+    provenance: dict,
+    operations_later: bool,
 ) -> int:
     store = store_for(repository.name)
     known = set(
@@ -258,7 +269,6 @@ def _record_chunk(
         if commit_id in known:
             continue
         commit = store.read_commit(commit_id)
-        parent_tree = store.read_commit(commit.parents[0]).tree if commit.parents else None
         rows.append(
             Changeset(
                 repository=repository,
@@ -266,13 +276,52 @@ def _record_chunk(
                 parents=list(commit.parents),
                 tree=commit.tree,
                 message=commit.message,
-                operations=operations_of(store, parent_tree, commit.tree),
+                operations=None if operations_later else _operations_of_commit(store, commit.parents, commit.tree),
                 provenance=provenance,
                 credential=credential,
             )
         )
     Changeset.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+
+
+def write_pending_operations(repository: Repository, commit_ids: list[str] | None = None) -> int:
+    """Write the operation lists recorded changesets of ``repository`` lack (of ``commit_ids``,
+    or all of them: maintenance's catch-up after a crash); returns how many it wrote."""
+    pending = (
+        Changeset.objects.filter(repository=repository, operations__isnull=True)
+        .only("pk", "parents", "tree")
+        .order_by("pk")
+    )
+    if commit_ids is None:
+        groups = [pending]
+    else:  # a bounded IN list per query, as record_commits reads them
+        groups = [
+            pending.filter(commit_id__in=commit_ids[start : start + RECORD_CHUNK])
+            for start in range(0, len(commit_ids), RECORD_CHUNK)
+        ]
+    store = store_for(repository.name)
+    written = 0
+    for group in groups:
+        after = 0
+        # Pages read whole before writing: SQLite does not isolate a cursor from its own writes.
+        while rows := list(group.filter(pk__gt=after)[:RECORD_CHUNK]):
+            for row in rows:
+                _write_operations(store, row)
+            written += len(rows)
+            after = rows[-1].pk
+    return written
+
+
+def _write_operations(store, row: Changeset) -> list[dict]:
+    """Derive a recorded changeset's operation list and store it, unless another process did first."""
+    operations = _operations_of_commit(store, row.parents, row.tree)
+    Changeset.objects.filter(pk=row.pk, operations__isnull=True).update(operations=operations)
+    return operations
+
+
+def _operations_of_commit(store, parents: Sequence[str], tree: str) -> list[dict]:
+    return operations_of(store, store.read_commit(parents[0]).tree if parents else None, tree)
 
 
 def operations_of(store, old_tree: str | None, new_tree: str) -> list[dict]:

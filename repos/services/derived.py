@@ -150,8 +150,11 @@ def derive_landed(repository: Repository, store: ObjectStore, head: ObjectId, kn
     return True
 
 
-def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> int:
-    """Derive every stream head's underived history, parents first, a chunk per transaction.
+def derive_missing(
+    progress: Callable[[str, int, int], None] | None = None, in_repository: Repository | None = None
+) -> int:
+    """Derive every stream head's underived history (of ``in_repository``'s streams, or all),
+    parents first, a chunk per transaction.
 
     Idempotent, and safe beside landings and other processes doing the same: rows already
     there are left as they are. ``progress(stream, done, total)`` follows a long history.
@@ -159,12 +162,10 @@ def derive_missing(progress: Callable[[str, int, int], None] | None = None) -> i
     """
     total = 0
     has_node = CommitNode.objects.filter(repository=OuterRef("repository"), commit_id=OuterRef("head"))
-    underived = (
-        Stream.objects.filter(head__isnull=False)
-        .exclude(Exists(has_node))
-        .select_related("repository")
-        .order_by("repository_id", "id")
-    )
+    streams = Stream.objects.filter(head__isnull=False)
+    if in_repository is not None:
+        streams = streams.filter(repository=in_repository)
+    underived = streams.exclude(Exists(has_node)).select_related("repository").order_by("repository_id", "id")
     for stream in underived:
         repository = stream.repository
         store = store_for(repository.name)

@@ -324,11 +324,16 @@ class NotFastForward(Exception):
     """A push that would not fast-forward the stream (or raced another change): refused, nothing moved."""
 
 
-def push_fast_forward(stream: Stream, expected: str | None, new: str, credential, *, via: str = "git push") -> dict:
+def push_fast_forward(
+    stream: Stream, expected: str | None, new: str, credential, *, via: str = "git push", derive: bool = True
+) -> dict:
     """Move ``stream`` from ``expected`` to ``new`` by fast-forward only (a git push to
     ``refs/heads/S``): one transaction holding the stream's row lock, with a proposal and an
     operation recording it (done, ``fast_forward``) and its ``stream.integrate`` event, as a
     landing records one. Raises :class:`NotFastForward` with what to do instead.
+
+    ``derive=False`` leaves the head's derived data to the caller (a git push derives it once
+    its answer is sent: ``derived.derive_missing``, which recovery also runs).
     """
     repository = stream.repository
     store = store_for(repository.name)
@@ -380,9 +385,10 @@ def push_fast_forward(stream: Stream, expected: str | None, new: str, credential
             "changeset": new,
         }
         append_event(repository, STREAM_INTEGRATE, payload)
-        if not derived.derive_landed(repository, store, new, known):
+        if derive and not derived.derive_landed(repository, store, new, known):
             after_commit(DERIVE_MISSING)
-    refmirror.follow_landing(repository, locked.name, [(proposal.pk, new)])
+    # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
+    transaction.on_commit(lambda: refmirror.follow_landing(repository, locked.name, [(proposal.pk, new)]))
     return {**outcome, "operation": operation.pk, "proposal": proposal.pk}
 
 

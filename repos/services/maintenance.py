@@ -11,6 +11,8 @@ them. :func:`maintain` keeps each repository in the layout git serves fastest:
 * ``git commit-graph write --reachable``: the history walks of fetches and connectivity checks;
 * ``git pack-refs --all``: the mirror's loose refs into one file, for git's own tools;
 * the ref mirror's sweep (refmirror.rebuild): protection refs that a stream reaches now go;
+* pushed changesets whose operation lists a crash left unwritten get them
+  (content.write_pending_operations: a push writes them after its answer);
 * push quarantines a killed server left behind (``objects/incoming-*``, older than an hour) go.
 
 Safe at any moment, beside landings, pushes and clones: a geometric repack puts every object of
@@ -39,7 +41,7 @@ from pathlib import Path
 from django.conf import settings
 
 from ..models import Repository
-from . import metrics, refmirror
+from . import content, metrics, refmirror
 from .stores import repository_path
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class RepackState:
     packs_before: int
     packs_after: int
     refs_changed: int = 0
+    operations_written: int = 0
     error: str = ""
 
 
@@ -89,6 +92,7 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
                 _repack(git_dir)
                 state.outcome = "done"
             state.refs_changed = refmirror.rebuild(repository)
+            state.operations_written = content.write_pending_operations(repository)
         except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
             state.outcome = "failed"
             state.error = getattr(error, "stderr", "") or str(error)

@@ -119,7 +119,8 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
             append_event(repository, STREAM_CREATED, {"stream": name, "head": head})
     except IntegrityError:
         raise AlreadyExists(f"a stream named {name!r} already exists in {repository.name}") from None
-    refmirror.follow_stream(repository, name)
+    # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
+    transaction.on_commit(lambda: refmirror.follow_stream(repository, name))
     return stream
 
 
@@ -175,7 +176,8 @@ def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> lis
 def stream_heads(repository: Repository) -> set[str]:
     """The distinct heads of the repository's streams: everything they reach is complete."""
     heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
-    return set(heads.distinct())
+    # No ordering: the default one (by name) would make DISTINCT return every stream's row.
+    return set(heads.order_by().distinct())
 
 
 def _name_prefix(prefix: str) -> Q:
@@ -200,4 +202,4 @@ def delete_stream(repository: Repository, name: str) -> None:
     with transaction.atomic():
         Stream.objects.filter(pk=stream.pk).delete()
         append_event(repository, STREAM_DELETED, {"stream": name, "head": stream.head})
-    refmirror.follow_stream(repository, name)
+    transaction.on_commit(lambda: refmirror.follow_stream(repository, name))  # as create_stream

@@ -57,3 +57,30 @@ def test_below_the_thresholds_nothing_is_repacked(api):
     _land_many(api, 2)
     state = maintenance.maintain(Repository.objects.get(name="demo"))
     assert state.outcome == "skipped" and state.loose_after == state.loose_before > 0
+
+
+def test_maintenance_writes_the_operations_a_crashed_push_left_unwritten(api):
+    """A push records its changesets before its refs move and writes their operation lists after
+    its answer; a crash in between leaves them NULL, and a read or maintenance writes them."""
+    from repos.models import Changeset
+    from repos.services import content
+
+    base = _land_many(api, 1)
+    repository = Repository.objects.get(name="demo")
+    tips = []
+    for n in range(2):  # commits made by git, as a push brings them
+        tips.append(api.write(base, {f"pushed-{n}.txt": f"pushed {n}\n"}, f"pushed {n}\n"))
+    Changeset.objects.filter(commit_id__in=tips).delete()
+    content.record_commits(repository, tips, credential=None, provenance={"source": "git push"}, operations_later=True)
+    assert list(Changeset.objects.filter(commit_id__in=tips).values_list("operations", flat=True)) == [None, None]
+
+    read = api.get(f"/changesets/{tips[0]}").json()["operations"]  # a read derives its own
+    state = maintenance.maintain(repository)
+
+    blob = read[0]["blob"]
+    assert read == [{"op": "write", "path": "pushed-0.txt", "blob": blob, "mode": "100644"}]
+    assert state.operations_written == 1
+    stored = dict(Changeset.objects.filter(commit_id__in=tips).values_list("commit_id", "operations"))
+    assert stored[tips[0]] == read
+    assert [op["path"] for op in stored[tips[1]]] == ["pushed-1.txt"]
+    assert maintenance.maintain(repository).operations_written == 0

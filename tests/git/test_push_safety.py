@@ -4,6 +4,7 @@ production mode (PostgreSQL, Redis, Celery workers) for a clone and a push."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 
@@ -95,6 +96,41 @@ def test_a_sigkill_in_the_middle_of_a_push_loses_nothing_acknowledged(server, tm
     git(clone, "push", "-q", "origin", "HEAD:refs/heads/main")
     with ApiClient(server.url, server.token) as rest:
         assert rest.head(REPO) == git(clone, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_sigkill_right_after_the_answer_loses_nothing_of_the_push(server, tmp_path):
+    """The server dies once git has its ``ok``, before it writes the pushed changesets' operation
+    lists (AGENTGIT_CRASH_AT=push_answered): the stream moved, its changeset is recorded, and
+    its operations are derived when first read."""
+    server.stop_server()
+    server.start_server(workers=1, env={"AGENTGIT_CRASH_AT": "push_answered"})
+    remote = Remote(server, REPO, server.token, tmp_path)
+    remote.clone("a", "-q")
+    clone = remote.checkout("a")
+    git(clone, "rm", "-q", "README.md")
+    pushed = commit_file(clone, "answered.txt", "acknowledged, then the crash\n")
+
+    done = git(clone, "push", "origin", "HEAD:refs/heads/main", check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert f"main fast-forwarded to {pushed}" in done.stderr
+    assert server.server.wait_exit(30) == -signal.SIGKILL
+    server.start_server(workers=1)
+    with ApiClient(server.url, server.token) as rest:
+        assert rest.head(REPO) == pushed
+        changeset = rest.get_json(f"/repos/{REPO}/changesets/{pushed}")
+        blob = git(clone, "rev-parse", "HEAD:answered.txt").stdout.strip()
+        assert sorted(changeset["operations"], key=lambda op: op["op"]) == [
+            {"op": "delete", "path": "README.md"},
+            {"op": "write", "path": "answered.txt", "blob": blob, "mode": "100644"},
+        ]
+        assert changeset["provenance"]["source"] == "git push"
+        assert rest.file(REPO, "main", "answered.txt") == b"acknowledged, then the crash\n"
+        assert rest.history(REPO, "main", "answered.txt")[0] == pushed
+    directory = server.repository_dir(REPO)
+    assert git(directory, "rev-parse", "refs/heads/main").stdout.strip() == pushed
+    git(directory, "gc", "--prune=now", "-q")
+    fsck(directory)
 
 
 def test_production_mode_clone_and_push_through_workers(tmp_path):

@@ -158,6 +158,43 @@ def test_a_non_fast_forward_push_is_refused_with_what_to_do(remote, rest):
     assert _head(rest) == before
 
 
+def test_an_atomic_push_moves_every_stream_or_none(remote, rest):
+    remote.clone("at", "-q")
+    clone = remote.checkout("at")
+    base = _head(rest)
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/atomic/one", "HEAD:refs/heads/atomic/two")
+    ahead = commit_file(clone, "atomic.txt", "atomic\n")
+    moved = rest.write(REPO, base, {"elsewhere.txt": "moved meanwhile\n"}, "meanwhile")
+    rest.integrate(REPO, rest.open_proposal(REPO, moved, stream="atomic/two")["id"])
+    git(clone, "fetch", "-q", "origin")
+    # one is a fast-forward, two is not (forced past the client's own check): neither may move.
+    refused = git(
+        clone, "push", "--atomic", "origin", "HEAD:refs/heads/atomic/one", "+HEAD:refs/heads/atomic/two", check=False
+    )
+
+    assert refused.returncode != 0
+    assert "not a fast-forward" in refused.stderr and "atomic push failed" in refused.stderr
+    assert _head(rest, "atomic/one") == base and _head(rest, "atomic/two") == moved
+
+    done = git(clone, "push", "--atomic", "origin", "HEAD:refs/heads/atomic/one", "HEAD:refs/heads/atomic/three")
+
+    assert "atomic/one fast-forwarded to " + ahead in done.stderr and "created stream atomic/three" in done.stderr
+    assert _head(rest, "atomic/one") == ahead and _head(rest, "atomic/three") == ahead
+    assert git(remote.deployment.repository_dir(REPO), "rev-parse", "refs/heads/atomic/three").stdout.strip() == ahead
+
+
+def test_a_tag_push_is_refused_with_the_reason(remote, rest):
+    remote.clone("tag", "-q")
+    clone = remote.checkout("tag")
+    git(clone, "tag", "-a", "-m", "a release", "v1")
+
+    refused = git(clone, "push", "origin", "refs/tags/v1", check=False)
+
+    assert refused.returncode != 0
+    assert "tags are not kept here: the refs are the streams" in refused.stderr
+    assert "refs/tags/v1" not in git(clone, "ls-remote", "origin").stdout
+
+
 def test_push_to_refs_for_merges_on_the_server(remote, rest):
     remote.clone("m", "-q")
     clone = remote.checkout("m")
