@@ -89,9 +89,12 @@ AGENTGIT: dict[str, Any] = {
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),
-    # Outbox rows older than this are pruned (every AGENTGIT_EVENT_PRUNE_EVERY_S by beat, and at
-    # worker start). Env: AGENTGIT_EVENT_RETENTION_S. Default: 7 days.
+    # Outbox rows older than this are pruned. Env: AGENTGIT_EVENT_RETENTION_S. Default: 7 days.
     "EVENT_RETENTION_S": _env_int("AGENTGIT_EVENT_RETENTION_S", 7 * 24 * 3600),
+    # How often: by beat (and at worker start) with workers; without (the embedded default), by
+    # each server process after an event commits, at most this often. Env:
+    # AGENTGIT_EVENT_PRUNE_EVERY_S. Default: an hour.
+    "EVENT_PRUNE_EVERY_S": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -117,7 +120,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
     "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
-    "prune-events": {"task": "workers.tasks.prune_events", "schedule": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600)},
+    "prune-events": {"task": "workers.tasks.prune_events", "schedule": AGENTGIT["EVENT_PRUNE_EVERY_S"]},
 }
 
 # The Channels layer carries committed events to every server process's relay (docs/adr/0011):
