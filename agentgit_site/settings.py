@@ -7,6 +7,7 @@ DEBUG off, loopback hosts only. README.md lists every variable.
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -127,11 +128,21 @@ CELERY_BEAT_SCHEDULE = {
 # with Redis (REDIS_URL, or CHANNELS_REDIS_URL), channels-redis's pub/sub layer, so every process
 # on every machine hears at once; without, none, and the relay uses a datagram socket per process.
 _CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL") or os.environ.get("REDIS_URL")
+
+
+def _redis_index(url: str | None) -> str:
+    """The database index a Redis URL names (``redis://host:6379/3`` is 3; none is 0)."""
+    return urlparse(url or "").path.strip("/") or "0"
+
+
 CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [_CHANNELS_REDIS_URL], "prefix": "agentgit"},
+            # Pub/sub channels are global to a Redis server, not per database index: the index
+            # in the prefix keeps two deployments on one Redis (each with its own index, as the
+            # Celery broker already is) from hearing each other's events.
+            "CONFIG": {"hosts": [_CHANNELS_REDIS_URL], "prefix": f"agentgit.{_redis_index(_CHANNELS_REDIS_URL)}"},
         }
     }
     if _CHANNELS_REDIS_URL

@@ -337,6 +337,17 @@ class Subscription:
             if not self.caught_up:  # resume: the outbox until it has nothing newer
                 rows = await _read(self.repository_id, self.after)
                 self.caught_up = len(rows) < BATCH
+                if self.caught_up and self.offered_from is not None and self.offered_from > self._last(rows) + 1:
+                    # The outbox ends before what the relay offered: those ids are not this
+                    # repository's (a push from another deployment on the same broker), and
+                    # reading again would find nothing more. Dropped, not waited for.
+                    logger.warning(
+                        "repository %d: relayed ids from %d are not in its outbox",
+                        self.repository_id,
+                        self.offered_from,
+                    )
+                    self.offered_from = None
+                    self.buffer.clear()
                 if rows:
                     wanted = self._pass(rows)
                     if wanted:
@@ -362,8 +373,10 @@ class Subscription:
                 await self.wake.wait()
                 continue
             try:
-                async with asyncio.timeout(timeout_s):  # a timer, not wait_for's task per wait
-                    await self.wake.wait()
+                # wait_for, not asyncio.timeout: under Django's streaming response the task can
+                # carry a cancellation request already, and 3.11's timeout then lets the
+                # CancelledError out instead of a TimeoutError, ending the stream.
+                await asyncio.wait_for(self.wake.wait(), timeout_s)
             except TimeoutError:
                 return []
 
@@ -371,6 +384,9 @@ class Subscription:
         """``encode(message)``, computed once per event and form in this process, however many
         subscribers send it (the relay's subscribers share the message objects)."""
         return self.relay.encoded(self.repository_id, message, encode)
+
+    def _last(self, rows: list[Message]) -> int:
+        return rows[-1]["id"] if rows else self.after
 
     def _pass(self, messages: list[Message]) -> list[Message]:
         self.after = messages[-1]["id"]
