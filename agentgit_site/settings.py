@@ -7,6 +7,7 @@ DEBUG off, loopback hosts only. README.md lists every variable.
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -89,9 +90,12 @@ AGENTGIT: dict[str, Any] = {
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),
-    # Outbox rows older than this are pruned (every AGENTGIT_EVENT_PRUNE_EVERY_S by beat, and at
-    # worker start). Env: AGENTGIT_EVENT_RETENTION_S. Default: 7 days.
+    # Outbox rows older than this are pruned. Env: AGENTGIT_EVENT_RETENTION_S. Default: 7 days.
     "EVENT_RETENTION_S": _env_int("AGENTGIT_EVENT_RETENTION_S", 7 * 24 * 3600),
+    # How often: by beat (and at worker start) with workers; without (the embedded default), by
+    # each server process after an event commits, at most this often. Env:
+    # AGENTGIT_EVENT_PRUNE_EVERY_S. Default: an hour.
+    "EVENT_PRUNE_EVERY_S": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -117,18 +121,28 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(_DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
     "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
-    "prune-events": {"task": "workers.tasks.prune_events", "schedule": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600)},
+    "prune-events": {"task": "workers.tasks.prune_events", "schedule": AGENTGIT["EVENT_PRUNE_EVERY_S"]},
 }
 
 # The Channels layer carries committed events to every server process's relay (docs/adr/0011):
 # with Redis (REDIS_URL, or CHANNELS_REDIS_URL), channels-redis's pub/sub layer, so every process
 # on every machine hears at once; without, none, and the relay uses a datagram socket per process.
 _CHANNELS_REDIS_URL = os.environ.get("CHANNELS_REDIS_URL") or os.environ.get("REDIS_URL")
+
+
+def _redis_index(url: str | None) -> str:
+    """The database index a Redis URL names (``redis://host:6379/3`` is 3; none is 0)."""
+    return urlparse(url or "").path.strip("/") or "0"
+
+
 CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [_CHANNELS_REDIS_URL], "prefix": "agentgit"},
+            # Pub/sub channels are global to a Redis server, not per database index: the index
+            # in the prefix keeps two deployments on one Redis (each with its own index, as the
+            # Celery broker already is) from hearing each other's events.
+            "CONFIG": {"hosts": [_CHANNELS_REDIS_URL], "prefix": f"agentgit.{_redis_index(_CHANNELS_REDIS_URL)}"},
         }
     }
     if _CHANNELS_REDIS_URL

@@ -33,6 +33,7 @@ from . import (
     landing_cost,
     load,
     load_report,
+    relay_transports,
     report,
     resolution_bench,
     web_bench,
@@ -398,6 +399,12 @@ def _events_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds the writers write per row")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds 100 idle subscribers are measured")
     parser.add_argument("--server-workers", type=positive, default=cycle.DEFAULT_SERVER_WORKERS)
+    parser.add_argument(
+        "--transport-pushes",
+        type=int,
+        default=250,
+        help="pushes sent through each relay transport candidate alone, 50 a second (0: skip them)",
+    )
 
 
 def _events_run(options: dict[str, Any], log: Log) -> Results:
@@ -411,6 +418,11 @@ def _events_run(options: dict[str, Any], log: Log) -> Results:
         log=log,
     )
     table = events_bench.format_report(data)
+    if options["transport_pushes"] > 0:
+        data["transports"] = relay_transports.run_candidates(
+            listeners=options["server_workers"], pushes=options["transport_pushes"], rate=50, idle_s=3, log=log
+        )
+        table += "\n" + relay_transports.format_candidates(data["transports"])
     failures = [
         f"{row['mode']} {row['subscribers']}: {row['problems']}" for row in data["rows"] if not row["exactly_once"]
     ]

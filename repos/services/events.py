@@ -6,23 +6,30 @@ committed, and a reader that resumes after an id misses nothing and sees nothing
 committed, each event is also pushed to the server processes' relays (repos/services/relay.py),
 so subscribers hear of it without asking the database.
 
-Rows older than ``AGENTGIT["EVENT_RETENTION_S"]`` are pruned (:func:`prune`, a periodic task);
-resuming from before what is left is refused with the first id still available
-(:func:`check_resumable`), never answered with a silent gap.
+Rows older than ``AGENTGIT["EVENT_RETENTION_S"]`` are pruned (:func:`prune`) every
+``AGENTGIT["EVENT_PRUNE_EVERY_S"]``: by Celery beat where there are workers, and in the embedded
+default (no beat) by the server processes themselves, after an event commits
+(:func:`prune_when_due`). Resuming from before what is left is refused with the first id still
+available (:func:`check_resumable`), never answered with a silent gap.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from ..errors import Invalid
 from ..models import Credential, Event, Repository
+
+logger = logging.getLogger(__name__)
 
 STREAM_CREATED = "stream.created"
 STREAM_INTEGRATE = "stream.integrate"
@@ -80,6 +87,8 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
         (seq,) = cursor.fetchone()
     event = Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
     publish_on_commit(repository.pk, wire(event))
+    if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
+        transaction.on_commit(prune_when_due)
     return event
 
 
@@ -132,6 +141,35 @@ def prune(older_than_s: float | None = None) -> int:
         count, _ = Event.objects.filter(repository_id=repository_id, created__lt=cutoff, seq__lt=last).delete()
         deleted += count
     return deleted
+
+
+_last_pruned: float | None = None  # this process's last prune (time.monotonic()); None: none yet
+_pruning = threading.Lock()
+
+
+def prune_when_due() -> None:
+    """The embedded default's schedule (there is no beat without workers): prune, on a thread of
+    its own, if this process has not in the last ``AGENTGIT["EVENT_PRUNE_EVERY_S"]`` seconds.
+    Called after each event commits, so a server that writes keeps its outbox pruned, and one
+    that writes nothing has nothing new to prune. A clock comparison when not due."""
+    global _last_pruned
+    now = time.monotonic()
+    with _pruning:
+        if _last_pruned is not None and now - _last_pruned < settings.AGENTGIT["EVENT_PRUNE_EVERY_S"]:
+            return
+        _last_pruned = now
+    threading.Thread(target=_prune_here, name="event-pruner", daemon=True).start()
+
+
+def _prune_here() -> None:
+    try:
+        deleted = prune()
+        if deleted:
+            logger.info("pruned %d events older than %d s", deleted, settings.AGENTGIT["EVENT_RETENTION_S"])
+    except Exception:  # the next due prune tries again
+        logger.warning("pruning the outbox failed", exc_info=True)
+    finally:
+        connection.close()  # this thread's own
 
 
 def outbox_span() -> int:

@@ -293,8 +293,10 @@ class Subscription:
     """One subscriber's place in one repository's events, with its bounded buffer.
 
     ``after`` is the last event id it has passed (sent, or skipped by its filter). The relay
-    offers it events without waiting; when more than ``capacity`` wait unsent it is dropped,
-    and :meth:`next` raises :class:`TooFarBehind` once it has sent what its buffer held.
+    offers it the events it wants without waiting, and wakes it only for those: an event its
+    filter skips costs it nothing but moving ``through``. When more than ``capacity`` wait
+    unsent it is dropped, and :meth:`next` raises :class:`TooFarBehind` once it has sent what
+    its buffer held.
     """
 
     relay: Relay
@@ -302,21 +304,32 @@ class Subscription:
     after: int
     wants: Filter
     capacity: int
+    #: The wanted events offered since it last took its buffer.
     buffer: deque[Message] = field(default_factory=deque)
+    #: The ids those offers covered (wanted or not): ``offered_from`` .. ``through``, gapless,
+    #: since the relay's offers to one subscriber follow on from each other. None: no offer since.
+    offered_from: int | None = None
+    through: int = 0
     dropped: bool = False
     caught_up: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def offer(self, messages: list[Message]) -> None:
-        """The relay's push (in the event loop; never blocks)."""
+    def offer(self, first: int, last: int, wanted: list[Message]) -> None:
+        """The relay's push of the events ``first`` .. ``last``, of which this subscriber wants
+        ``wanted`` (in the event loop; never blocks)."""
         if self.dropped:
             return
-        if len(self.buffer) + len(messages) > self.capacity:
+        if len(self.buffer) + len(wanted) > self.capacity:
             self.dropped = True
             self.relay.remove(self)
-        else:
-            self.buffer.extend(messages)
-        self.wake.set()
+            self.wake.set()
+            return
+        if self.offered_from is None:
+            self.offered_from = first
+        self.through = last
+        if wanted:
+            self.buffer.extend(wanted)
+            self.wake.set()
 
     async def next(self, timeout_s: float) -> list[Message]:
         """The next events this subscriber wants, in order; [] after ``timeout_s`` of silence."""
@@ -324,36 +337,56 @@ class Subscription:
             if not self.caught_up:  # resume: the outbox until it has nothing newer
                 rows = await _read(self.repository_id, self.after)
                 self.caught_up = len(rows) < BATCH
+                if self.caught_up and self.offered_from is not None and self.offered_from > self._last(rows) + 1:
+                    # The outbox ends before what the relay offered: those ids are not this
+                    # repository's (a push from another deployment on the same broker), and
+                    # reading again would find nothing more. Dropped, not waited for.
+                    logger.warning(
+                        "repository %d: relayed ids from %d are not in its outbox",
+                        self.repository_id,
+                        self.offered_from,
+                    )
+                    self.offered_from = None
+                    self.buffer.clear()
                 if rows:
-                    return self._pass(rows)
+                    wanted = self._pass(rows)
+                    if wanted:
+                        return wanted
                 continue
-            if not self.buffer:
-                if self.dropped:
-                    raise TooFarBehind(self.after)
-                self.wake.clear()
-                try:
-                    await asyncio.wait_for(self.wake.wait(), timeout_s)
-                except TimeoutError:
-                    return []
+            if self.offered_from is not None:
+                if self.offered_from > self.after + 1:
+                    # The relay's stream and ours differ (we started, or its push was late):
+                    # the outbox up to there first, then the rest.
+                    self.caught_up = False
+                    continue
+                fresh = [message for message in self.buffer if message["id"] > self.after]
+                self.buffer.clear()
+                self.after = max(self.after, self.through)
+                self.offered_from = None
+                if fresh:
+                    return fresh
                 continue
-            taken = list(self.buffer)
-            self.buffer.clear()
-            fresh = [message for message in taken if message["id"] > self.after]
-            if fresh and fresh[0]["id"] > self.after + 1:
-                # The relay's stream and ours differ (we started, or its push was late): the
-                # outbox up to there first, then the rest.
-                self.buffer.extendleft(reversed(fresh))
-                self.caught_up = False
+            if self.dropped:
+                raise TooFarBehind(self.after)
+            self.wake.clear()
+            if timeout_s == float("inf"):
+                await self.wake.wait()
                 continue
-            if fresh:
-                wanted = self._pass(fresh)
-                if wanted:
-                    return wanted
+            try:
+                # wait_for, not asyncio.timeout: under Django's streaming response the task can
+                # carry a cancellation request already, and 3.11's timeout then lets the
+                # CancelledError out instead of a TimeoutError, ending the stream.
+                await asyncio.wait_for(self.wake.wait(), timeout_s)
+            except TimeoutError:
+                return []
 
     def encoded(self, message: Message, encode: Callable[[Message], Any]) -> Any:
         """``encode(message)``, computed once per event and form in this process, however many
         subscribers send it (the relay's subscribers share the message objects)."""
         return self.relay.encoded(self.repository_id, message, encode)
+
+    def _last(self, rows: list[Message]) -> int:
+        return rows[-1]["id"] if rows else self.after
 
     def _pass(self, messages: list[Message]) -> list[Message]:
         self.after = messages[-1]["id"]
@@ -471,10 +504,14 @@ class Relay:
         messages = [message for message in messages if "data" in message]
         if not messages:
             return
-        topic.last = messages[-1]["id"]
+        first, topic.last = messages[0]["id"], messages[-1]["id"]
         metrics.observe_relayed(datetime.fromisoformat(message["data"]["created"]) for message in messages)
+        wanted: dict[Filter, list[Message]] = {}  # each filter applied once, however many use it
         for subscription in list(topic.subscribers):
-            subscription.offer(messages)
+            chosen = wanted.get(subscription.wants)
+            if chosen is None:
+                chosen = wanted[subscription.wants] = [message for message in messages if subscription.wants(message)]
+            subscription.offer(first, topic.last, chosen)
 
 
 def _log_end(task: asyncio.Task) -> None:
