@@ -32,8 +32,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
-from django.core.handlers.asgi import ASGIHandler, ASGIRequest, get_script_prefix
-from django.http import HttpResponseBase
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import HttpRequest, HttpResponseBase
 from django.urls import set_script_prefix
 
 
@@ -152,11 +152,12 @@ class SingleHopASGIHandler(ASGIHandler):
                 await sync_to_async(response.close)()
         body_file.close()
 
-    async def get_response_async(self, request: ASGIRequest) -> HttpResponseBase:
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self._respond, thread_sensitive=True)(request)
 
-    def _respond(self, request: ASGIRequest) -> HttpResponseBase:
-        signals.request_started.send(sender=self.__class__, scope=request.scope)
+    def _respond(self, request: HttpRequest) -> HttpResponseBase:
+        scope = request.scope  # type: ignore[attr-defined]  # an ASGIRequest: this handler made it
+        signals.request_started.send(sender=self.__class__, scope=scope)
         response = self.get_response(request)
         if not response.streaming:
             # request_finished: the request's database connections are given back, in the
