@@ -29,7 +29,7 @@ import contextlib
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
@@ -83,6 +83,32 @@ class RequestThreads:
         thread.shutdown(wait=False)
 
 
+class _RequestContext(ThreadSensitiveContext):
+    """Django's per-request context, with a borrowed thread instead of a new one.
+
+    Every thread-sensitive call of the request (ours and Django's) runs on ``thread`` while the
+    request lasts. A task started during the request that outlives it (the event relay's
+    listener, started by the first subscriber) then gets a thread of its own on its next call,
+    as under Django's handler — not asgiref's ``ThreadSensitiveContext(executor=…)``, which
+    refuses such calls, nor the borrowed thread, lent to other requests by then.
+    """
+
+    def __init__(self, thread: RequestThread) -> None:
+        super().__init__()
+        self._thread = thread
+
+    async def __aenter__(self):
+        await super().__aenter__()
+        if self.token is not None:  # the outermost context: this request's
+            SyncToAsync.context_to_thread_executor[self] = self._thread
+        return self
+
+    async def __aexit__(self, exc, value, tb):
+        if SyncToAsync.context_to_thread_executor.get(self) is self._thread:
+            del SyncToAsync.context_to_thread_executor[self]  # given back, not shut down
+        await super().__aexit__(exc, value, tb)
+
+
 class SingleHopASGIHandler(ASGIHandler):
     def __init__(self) -> None:
         super().__init__()
@@ -93,8 +119,7 @@ class SingleHopASGIHandler(ASGIHandler):
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         thread = self.threads.lend()
         try:
-            # Every thread-sensitive call of the request (ours and Django's) runs on ``thread``.
-            async with ThreadSensitiveContext(executor=thread):
+            async with _RequestContext(thread):
                 await self.handle(scope, receive, send)
         finally:
             self.threads.give_back(thread)
