@@ -18,6 +18,14 @@ from agentgit_site.handler import SingleHopASGIHandler  # noqa: E402
 
 django_application = SingleHopASGIHandler()
 
+import pygit2  # noqa: E402, F401  (the disk store's, imported on its first use otherwise)
+from django.urls import get_resolver  # noqa: E402
+
+# Import every view (and what they import: the engine, DRF's serializers) and libgit2 now, while
+# the process starts, rather than in its first requests: a new server's first seconds under
+# load went a tenth to imports (docs/adr/0013).
+get_resolver().url_patterns  # noqa: B018
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 

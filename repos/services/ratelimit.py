@@ -14,8 +14,11 @@ Every server process must see the same buckets, so they live outside the process
 * in **Redis** when ``REDIS_URL`` is set (production): one Lua script per request, atomic, timed
   by Redis's clock, so servers on several machines share one bucket per credential;
 * otherwise in a small **SQLite file** in the data directory (the embedded default, whose
-  ``make serve`` runs two processes): one ``BEGIN IMMEDIATE`` transaction per request, without
-  fsync (a bucket lost to a power cut refills anyway).
+  ``make serve`` runs two processes per core): one ``BEGIN IMMEDIATE`` transaction per request,
+  without fsync (a bucket lost to a power cut refills anyway), taken after an ``flock`` on a file
+  beside it, so that a request waiting for another's transaction wakes the moment it ends
+  (SQLite's own busy handler sleeps for milliseconds between tries: with four processes reading
+  at full speed, most of a request's time was that sleep; docs/adr/0013).
 
 A bucket store that fails (Redis unreachable) lets the request through and logs it: the limit
 protects the server, it is not what makes anything correct.
@@ -24,6 +27,7 @@ protects the server, it is not what makes anything correct.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import queue
@@ -112,26 +116,44 @@ class SqliteBuckets:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        # Idle connections, reused by whichever thread comes next: under ASGI every request
-        # runs in a thread of its own, so a connection per thread would be one per request.
-        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._lock_path = path.with_name(path.name + ".lock")
+        # Idle connections, each with its own open lock file, reused by whichever thread comes
+        # next: a connection per thread would be one per request thread.
+        self._idle: queue.SimpleQueue[tuple[sqlite3.Connection, int]] = queue.SimpleQueue()
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> tuple[sqlite3.Connection, int]:
         connection = sqlite3.connect(self._path, timeout=5, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=OFF")
         connection.execute(
             "CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)"
         )
-        return connection
+        # An open file description of its own: flock excludes every other connection, in this
+        # process's other threads as in the other processes.
+        return connection, os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def take(self, key: str, rate: float, burst: int) -> float:
         """Seconds until a token is free (0: one was taken)."""
         try:
-            connection = self._idle.get_nowait()
+            connection, lock_fd = self._idle.get_nowait()
         except queue.Empty:
-            connection = self._connect()
-        connection.execute("BEGIN IMMEDIATE")  # the file's write lock: one process at a time
+            connection, lock_fd = self._connect()
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one transaction at a time; freed by the kernel if we die
+            try:
+                wait = self._take(connection, key, rate, burst)
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        except BaseException:
+            connection.close()
+            os.close(lock_fd)
+            raise
+        self._idle.put((connection, lock_fd))
+        return wait
+
+    @staticmethod
+    def _take(connection: sqlite3.Connection, key: str, rate: float, burst: int) -> float:
+        connection.execute("BEGIN IMMEDIATE")  # free at once: whoever held it has released the flock
         try:
             now = time.time()  # read under the lock, so updates are ordered by time
             row = connection.execute("SELECT tokens, at FROM bucket WHERE key = ?", (key,)).fetchone()
@@ -152,9 +174,7 @@ class SqliteBuckets:
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
-            connection.close()
             raise
-        self._idle.put(connection)
         return wait
 
 
