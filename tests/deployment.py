@@ -408,6 +408,7 @@ class Deployment:
                 sys.executable, "-m", "uvicorn", "agentgit_site.asgi:application",
                 "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
                 "--lifespan", "off", "--no-access-log", "--timeout-graceful-shutdown", "5",
+                "--ws-per-message-deflate", "false",
             ]  # fmt: skip
             process = self._start(name, argv, env)
             url = f"http://127.0.0.1:{port}"
