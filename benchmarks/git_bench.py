@@ -17,7 +17,6 @@ maintained (``agentgit_maintain --force``) as a served repository would be. Cell
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import statistics
@@ -95,17 +94,9 @@ class _RssSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def rss(self) -> int:
-        total = 0
         server = self.deployment.server
         assert server is not None, "the deployment's server is started before its RSS is sampled"
-        for pid in server.group_pids():
-            with contextlib.suppress(OSError):
-                if "python" not in Path(f"/proc/{pid}/comm").read_text():
-                    continue
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        return total
+        return server.rss_bytes(python_only=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():

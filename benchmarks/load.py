@@ -186,16 +186,7 @@ class Window:
         self._sampler = threading.Thread(target=self._sample, daemon=True)
 
     def _rss(self) -> int:
-        total = 0
-        for process in self.deployment.processes:
-            if not process.alive:
-                continue
-            for pid in process.group_pids():
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1]) * 1024
-        return total
+        return sum(process.rss_bytes() for process in self.deployment.processes if process.alive)
 
     def _sample(self) -> None:
         while not self._stop.is_set():

@@ -170,6 +170,18 @@ class Process:
                 total += sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
         return total / ticks
 
+    def rss_bytes(self, *, python_only: bool = False) -> int:
+        """Resident memory of the group's live processes (``python_only``: without git's children)."""
+        total = 0
+        for pid in self.group_pids():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if python_only and "python" not in Path(f"/proc/{pid}/comm").read_text():
+                    continue
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        return total
+
     def _signal_group(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
