@@ -117,9 +117,10 @@ def describe(repository: Repository, ids: Iterable[str]) -> dict[str, CommitInfo
     wanted = list(dict.fromkeys(ids))
     recorded = {
         row.commit_id: row
-        for row in Changeset.objects.filter(repository=repository, commit_id__in=wanted).select_related(
-            "credential__user"
-        )
+        # Without the operation lists: up to a megabyte each, and a description never shows them.
+        for row in Changeset.objects.filter(repository=repository, commit_id__in=wanted)
+        .defer("operations")
+        .select_related("credential__user")
     }
     out = {}
     for oid in wanted:
