@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import io
+import select
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -175,25 +178,29 @@ def test_too_large_and_unavailable_from_a_server_with_small_limits():
                 patient.upload_blob("demo", b"x" * 5000)
         with Client(small.url, token, retries=0) as ag:
             # While an upload holds the one slot (its body still coming), another request is shed.
-            release = threading.Event()
+            # The upload is sent by hand so the test can see whether the server shed it instead
+            # (it answers a shed request at once, and a held one only when the body is whole):
+            # an upload that arrived while a probe held the slot is sent again.
+            address = urlsplit(small.url)
 
-            def slow_body():
-                yield b"x"
-                release.wait(30)
-                yield b"y"
+            def held_upload() -> http.client.HTTPConnection:
+                upload = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+                upload.putrequest("POST", "/api/v1/repos/demo/blobs")
+                upload.putheader("Authorization", f"Bearer {token}")
+                upload.putheader("Content-Length", "2")
+                upload.endheaders(b"x")
+                return upload
 
-            uploader = threading.Thread(
-                target=lambda: httpx.post(
-                    f"{small.url}/api/v1/repos/demo/blobs",
-                    content=slow_body(),
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=30,
-                )
-            )
-            uploader.start()
+            def answered(upload: http.client.HTTPConnection) -> bool:
+                return bool(select.select([upload.sock], [], [], 0)[0])
+
+            upload = held_upload()
             try:
                 deadline = time.monotonic() + 20
                 while True:
+                    if answered(upload):
+                        upload.close()
+                        upload = held_upload()
                     try:
                         ag.get_repo("demo")
                     except errors.Unavailable as shed:
@@ -201,9 +208,10 @@ def test_too_large_and_unavailable_from_a_server_with_small_limits():
                         break
                     assert time.monotonic() < deadline, "never shed"
                     time.sleep(0.05)
+                upload.send(b"y")  # the held upload is whole now, and served
+                assert upload.getresponse().status == 201
             finally:
-                release.set()
-                uploader.join()
+                upload.close()
 
 
 @pytest.mark.parametrize("code", sorted(errors.BY_CODE))
