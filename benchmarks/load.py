@@ -674,6 +674,9 @@ def landing(ctx: Context) -> list[Row]:
                 "attempts_per_land": summary["attempts_per_land"],
                 "attempts_per_unplanned_land": round(sum(c.attempts for c in unplanned) / len(unplanned), 2)
                 if unplanned else None,
+                # The row's latency is every landed change's; these are the changes that landed
+                # at their first integrate, without a planned conflict's resolution rounds.
+                "unplanned_ms": percentiles([c.elapsed_ms for c in unplanned]),
                 "shared_lines_kept": summary["shared_lines_kept"],
             },
         )  # fmt: skip
