@@ -170,11 +170,12 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "repos.web.security.SecurityHeadersMiddleware",
     "agentgit_site.staticfiles.StaticFilesMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Sessions, CSRF, the logged-in user and messages: the web UI's, skipped for /api/.
+    "agentgit_site.middleware.WebSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "agentgit_site.middleware.WebCsrfViewMiddleware",
+    "agentgit_site.middleware.WebAuthenticationMiddleware",
+    "agentgit_site.middleware.WebMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Tells the access log (agentgit_site.observability) the request's route and credential.
     "agentgit_site.observability.NoteRequest",
