@@ -19,20 +19,19 @@ from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.deprecation import MiddlewareMixin
 
 #: Where the REST API is mounted (agentgit_site/urls.py).
 API_PREFIX = "/api/"
 
 
-class _WebOnly:
-    """A ``MiddlewareMixin`` middleware that passes API requests straight on."""
-
-    get_response: object
+class _WebOnly(MiddlewareMixin):
+    """Django's middleware (before it in the bases), passing API requests straight on."""
 
     def __call__(self, request):
         if request.path_info.startswith(API_PREFIX):
-            return self.get_response(request)  # type: ignore[operator]
-        return super().__call__(request)  # type: ignore[misc]
+            return self.get_response(request)
+        return super().__call__(request)
 
 
 class WebSessionMiddleware(_WebOnly, SessionMiddleware):
