@@ -7,6 +7,7 @@ passed down in the scope), then the router. A surface mounted in the router — 
 MCP to come — gets all three by being mounted there.
 """
 
+import gc
 import os
 
 import django
@@ -59,3 +60,9 @@ application = AccessLog(
         )
     )
 )
+
+# What the process has made by now (modules, views, the URL resolver, the MCP server) lives as
+# long as it does: frozen out of the garbage collector's sight, so that every full collection
+# does not traverse its ~180 000 objects again. In one process, the collections' share of a
+# stream read went from 130-220 to ~60 us (docs/adr/0013).
+gc.freeze()

@@ -107,9 +107,19 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = settings.AGENTGIT["MAX_BODY_BYTES"]
-        declared = dict(scope.get("headers", [])).get(b"content-length")
+        declared = chunked = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                declared = value
+            elif name == b"transfer-encoding":
+                chunked = value
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _refuse(send, f"the body is {int(declared)} bytes; the limit is {limit}")
+            return
+        if chunked is None and (declared is None or declared.isdigit()):
+            # No body, or one of the declared length within the limit, to which the HTTP server
+            # holds it: nothing to count (most requests: a GET has no body).
+            await self.app(scope, receive, send)
             return
         received = 0
         refused = False

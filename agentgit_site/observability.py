@@ -3,7 +3,7 @@ secrets kept out of every log.
 
 * :class:`AccessLog` — ASGI middleware around the whole application (HTTP, Server-Sent Events,
   WebSockets, and whatever surface is mounted later): when a request or connection ends it
-  writes one JSON line on the ``agentgit.access`` logger and counts it in
+  writes one JSON line to standard error and counts it in
   :mod:`repos.services.metrics` (requests by method, route and status, and their latency).
 * :func:`note` — how the code that learns a request's route and credential tells the access
   log: the Django middleware :class:`NoteRequest` for every Django view, the WebSocket consumer
@@ -31,19 +31,17 @@ the server closed it.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 import os
+import sys
 import time
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as _json_string  # json.dumps's escaping
 
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from agentgit_site.redaction import ALREADY_REDACTED, redact
+from agentgit_site.redaction import redact
 from repos.services import metrics
-
-access_logger = logging.getLogger("agentgit.access")
 
 #: The scope key under which a request's :class:`RequestNote` travels.
 NOTE_KEY = "agentgit.note"
@@ -166,25 +164,29 @@ def _finish(scope: dict, request_note: RequestNote, answer: _Answer, received: i
     metrics.observe_request(method, route, label, seconds)
     if not settings.AGENTGIT["ACCESS_LOG"]:
         return
-    line = {
-        "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "method": method,
-        "path": redact(scope.get("path", "")),
-        "route": route,
-        "status": status,
-        "duration_ms": round(seconds * 1000, 3),
-        "bytes_sent": answer.bytes_sent,
-        "bytes_received": received,
-        "credential": request_note.credential,
-        "client": (scope.get("client") or ("",))[0],
-        "pid": os.getpid(),
-    }
+    # The JSON by hand, each string escaped as json.dumps escapes it, in one write rather than a
+    # dict, json.dumps and a LogRecord per request: 51-88 -> 18 us with the metrics (adr/0013).
+    credential = request_note.credential
+    line = (
+        f'{{"time": "{datetime.now(UTC).isoformat(timespec="milliseconds")[:-6]}Z"'
+        f', "method": {_json_string(method)}'
+        f', "path": {_json_string(redact(scope.get("path", "")))}'
+        f', "route": {_json_string(route)}'
+        f', "status": {int(status)}'
+        f', "duration_ms": {round(seconds * 1000, 3)!r}'
+        f', "bytes_sent": {answer.bytes_sent}'
+        f', "bytes_received": {received}'
+        f', "credential": {"null" if credential is None else int(credential)}'
+        f', "client": {_json_string((scope.get("client") or ("",))[0])}'
+        f', "pid": {os.getpid()}'
+    )
     query = scope.get("query_string", b"")
     if query:
-        line["query"] = redact(query.decode("latin-1"))
+        line += f', "query": {_json_string(redact(query.decode("latin-1")))}'
     if answer.close_code is not None:
-        line["close_code"] = answer.close_code
-    access_logger.info(json.dumps(line, separators=(", ", ": ")), extra=ALREADY_REDACTED)
+        line += f', "close_code": {int(answer.close_code)}'
+    # One write of the whole line (stderr is line-buffered: it leaves at once).
+    sys.stderr.write(line + "}\n")
 
 
 def _route_of(scope: dict) -> str:

@@ -43,17 +43,10 @@ def redact(text: str) -> str:
     return text
 
 
-#: ``logger.info(line, extra=ALREADY_REDACTED)``: the caller redacted every part of ``line``
-#: that could hold a secret (the access log: its path and query), so the filter skips it.
-ALREADY_REDACTED = {"redacted": True}
-
-
 class RedactSecrets(logging.Filter):
     """Logging filter: redacts the record's message and its traceback (see :func:`redact`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "redacted", False):
-            return True
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:

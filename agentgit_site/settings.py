@@ -79,7 +79,7 @@ AGENTGIT: dict[str, Any] = {
     # Who may read /metrics: "local" (loopback clients only), "open" (anyone), or "scope" (a
     # credential with the metrics scope; admin implies it). Env: AGENTGIT_METRICS_ACCESS.
     "METRICS_ACCESS": os.environ.get("AGENTGIT_METRICS_ACCESS", "local").strip().lower(),
-    # One JSON line per request on the "agentgit.access" logger (0: none). Env: AGENTGIT_ACCESS_LOG.
+    # One JSON line per request on standard error (0: none). Env: AGENTGIT_ACCESS_LOG.
     "ACCESS_LOG": _env_bool("AGENTGIT_ACCESS_LOG", True),
     # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
     "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
@@ -170,11 +170,12 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "repos.web.security.SecurityHeadersMiddleware",
     "agentgit_site.staticfiles.StaticFilesMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Sessions, CSRF, the logged-in user and messages: the web UI's, skipped for /api/.
+    "agentgit_site.middleware.WebSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "agentgit_site.middleware.WebCsrfViewMiddleware",
+    "agentgit_site.middleware.WebAuthenticationMiddleware",
+    "agentgit_site.middleware.WebMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Tells the access log (agentgit_site.observability) the request's route and credential.
     "agentgit_site.observability.NoteRequest",
@@ -236,25 +237,23 @@ else:
 
 # Logs go to stderr, each record with secrets redacted (tokens, token= in query strings, the
 # credentials of an Authorization header or a URL): agentgit_site.redaction.RedactSecrets.
-# The access log is ours, one JSON line per request ("agentgit.access"); uvicorn's own is
-# switched off here as well as by --no-access-log, since it prints query strings.
+# The access log is ours, one JSON line per request written to stderr by
+# agentgit_site.observability (redacted there, not through logging: it is every request's);
+# uvicorn's own is switched off here as well as by --no-access-log, since it prints query strings.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact": {"()": "agentgit_site.redaction.RedactSecrets"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-        "line": {"format": "%(message)s"},
     },
     "handlers": {
         "stderr": {"class": "logging.StreamHandler", "formatter": "text", "filters": ["redact"]},
-        "access": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["redact"]},
     },
     "root": {"handlers": ["stderr"], "level": "WARNING"},
     "loggers": {
         # Errors only: every 4xx is in the access log already.
         "django": {"handlers": ["stderr"], "level": "ERROR", "propagate": False},
-        "agentgit.access": {"handlers": ["access"], "level": "INFO", "propagate": False},
         "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
         "uvicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
         "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},

@@ -22,7 +22,8 @@ class Lookup(Generic[M]):
     """``Lookup(Credential, "token_hash", extra=("user__is_active",)).get(value)``.
 
     The one row of ``model`` whose ``fields`` equal the values, as ``(instance, extra values)``,
-    or None. ``extra`` are more values to fetch through relations in the same query.
+    or None. A field may be one through relations (``"repository__name"``: a join); ``extra``
+    are more values to fetch through relations in the same query.
     """
 
     def __init__(self, model: type[M], *fields: str, extra: tuple[str, ...] = ()) -> None:
@@ -36,7 +37,10 @@ class Lookup(Generic[M]):
         self._lock = threading.Lock()
 
     def _sentinel(self, index: int, name: str) -> object:
-        field = self.model._meta.get_field(name)
+        model: Any = self.model
+        for part in name.split("__"):  # a field, or one through relations: "repository__name"
+            field = model._meta.get_field(part)
+            model = field.related_model
         # Every relation has a target_field at run time; the stubs declare it on ForeignKey only.
         target = field.target_field if field.is_relation else field  # type: ignore[union-attr]
         if isinstance(target, models.IntegerField):  # AutoField and BigAutoField too

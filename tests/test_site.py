@@ -8,9 +8,17 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.management import call_command
 from django.db import IntegrityError, connection, connections, transaction
+from django.http import HttpResponse
 
+from agentgit_site.middleware import (
+    WebAuthenticationMiddleware,
+    WebCsrfViewMiddleware,
+    WebMessageMiddleware,
+    WebSessionMiddleware,
+)
 from tests.deployment import Deployment
 
 
@@ -20,6 +28,28 @@ def test_healthz_answers_ok_json(client):
     assert response.status_code == 200
     assert response["Content-Type"] == "application/json"
     assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("middleware", "marked"),
+    [
+        (WebSessionMiddleware, lambda request: hasattr(request, "session")),
+        (WebCsrfViewMiddleware, lambda request: "CSRF_COOKIE" in request.META),
+        (WebAuthenticationMiddleware, lambda request: hasattr(request, "user")),
+        (WebMessageMiddleware, lambda request: hasattr(request, "_messages")),
+    ],
+)
+def test_the_web_ui_middleware_pass_api_requests_straight_on(middleware, marked, rf):
+    def answered(path: str):
+        request = rf.get(path)
+        request.COOKIES["csrftoken"] = "a" * 32
+        if middleware is not WebSessionMiddleware:
+            request.session = SessionStore()  # what the auth and messages middleware read
+        middleware(lambda request: HttpResponse())(request)
+        return request
+
+    assert marked(answered("/repos/"))
+    assert not marked(answered("/api/v1/repos/demo/streams/main"))
 
 
 @pytest.mark.django_db

@@ -92,8 +92,13 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 def _pool(database: str) -> queue.LifoQueue:
     path = os.path.abspath(database)
-    with _locks_guard:
-        return _pools.setdefault(path, queue.LifoQueue())  # the most recently used first
+    pool = _pools.get(path)
+    if pool is None:  # not setdefault: it made a LifoQueue (three Conditions) per call, twice a request
+        with _locks_guard:
+            pool = _pools.get(path)
+            if pool is None:
+                pool = _pools[path] = queue.LifoQueue()  # the most recently used first
+    return pool
 
 
 @functools.lru_cache(maxsize=4096)

@@ -85,21 +85,36 @@ def list_repositories():
 _BY_NAME = Lookup(Repository, "name")
 
 
-def get_repository(name: str) -> Repository:
+def _queryable(*names: object) -> bool:
     # NUL never is in a name, and PostgreSQL refuses it in a query parameter.
-    found = _BY_NAME.get(name) if isinstance(name, str) and "\x00" not in name else None
+    return all(isinstance(name, str) and "\x00" not in name for name in names)
+
+
+def get_repository(name: str) -> Repository:
+    found = _BY_NAME.get(name) if _queryable(name) else None
     if found is None:
         raise NotFound(f"no repository named {name!r}")
     return found[0]
 
 
 _STREAM_BY_NAME = Lookup(Stream, "repository", "name")
+#: A stream read's one query: the stream by its repository's name and its own.
+_STREAM_BY_NAMES = Lookup(Stream, "repository__name", "name")
 
 
 def get_stream(repository: Repository, name: str) -> Stream:
-    found = _STREAM_BY_NAME.get(repository.pk, name) if isinstance(name, str) and "\x00" not in name else None
+    found = _STREAM_BY_NAME.get(repository.pk, name) if _queryable(name) else None
     if found is None:
         raise NotFound(f"no stream named {name!r} in {repository.name}")
+    return found[0]
+
+
+def find_stream(repository_name: str, name: str) -> Stream:
+    """``get_stream(get_repository(repository_name), name)`` in one query when both exist (the
+    repository is not loaded); the same NotFound when either does not."""
+    found = _STREAM_BY_NAMES.get(repository_name, name) if _queryable(repository_name, name) else None
+    if found is None:
+        return get_stream(get_repository(repository_name), name)  # which one is missing
     return found[0]
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from repos.errors import NotFound
 from repos.lookups import Lookup
 from repos.models import Credential, Stream
-from repos.services.repositories import create_repository, create_stream
+from repos.services.repositories import create_repository, create_stream, find_stream, get_stream
 from tests.factories import CredentialFactory
 
 pytestmark = pytest.mark.django_db
@@ -35,3 +36,30 @@ def test_several_fields_select_the_one_row_matching_them_all():
     assert (found.repository_id, found.name, extra) == (one.pk, "side", ())
     assert lookup.get(two.pk, "side") is None
     assert lookup.get(two.pk, "main")[0].pk == Stream.objects.get(repository=two, name="main").pk
+
+
+def test_a_field_through_a_relation_joins_in_the_same_query(django_assert_num_queries):
+    one, two = create_repository("one"), create_repository("two")
+    create_stream(one, "side", None)
+    lookup = Lookup(Stream, "repository__name", "name")
+    lookup.get("one", "side")  # compiled
+    with django_assert_num_queries(1):
+        found, extra = lookup.get("one", "side")
+    assert (found.pk, extra) == (Stream.objects.get(repository=one, name="side").pk, ())
+    assert lookup.get("two", "side") is None and lookup.get("one", "main")[0].repository_id == one.pk
+    assert lookup.get("three", "main") is None and lookup.get("two", "main")[0].repository_id == two.pk
+
+
+def test_finding_a_stream_by_names_answers_as_get_stream_and_get_repository_do(django_assert_num_queries):
+    one = create_repository("one")
+    find_stream("one", "main")  # compiled
+    with django_assert_num_queries(1):
+        found = find_stream("one", "main")
+    assert found.pk == get_stream(one, "main").pk
+    with pytest.raises(NotFound, match="no stream named 'side' in one"):
+        find_stream("one", "side")
+    for repository_name in ("two", "o\x00ne"):
+        with pytest.raises(NotFound, match="no repository named"):
+            find_stream(repository_name, "main")
+    with pytest.raises(NotFound, match="no stream named"):
+        find_stream("one", "ma\x00in")
