@@ -31,6 +31,7 @@ from engine.history import DerivedCommit, derive
 from engine.objects import ObjectId
 from engine.store import ObjectStore
 
+from ..lookups import Rows
 from ..models import CommitNode, PathChange, Repository, Stream
 from .stores import store_for
 
@@ -96,13 +97,22 @@ def refresh(repository: Repository, store: ObjectStore | None = None, known: Kno
     return known
 
 
-def _rows_from(repository: Repository, row_id: int) -> list[tuple]:
+def _rows_from(repository: Repository, row_id: int) -> list[list]:
     """The node rows from ``row_id`` on (inclusive: the caller checks it is still there)."""
-    return list(
+    _using, rows = _NODES_FROM.all(repository.pk, row_id, model=CommitNode)
+    return rows
+
+
+#: Every landing's first read (repos/lookups.py: compiled once).
+_NODES_FROM = Rows(
+    lambda repository, row_id: (
         CommitNode.objects.filter(repository=repository, id__gte=row_id)
         .order_by("id")
         .values_list("id", "commit_id", "generation", "parents", "time", "indexed")
-    )
+    ),
+    int,
+    int,
+)
 
 
 def path_index(repository: Repository, store: ObjectStore, known: Known | None = None) -> DatabasePathIndex:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from django.db.models import Exists, OuterRef, Q
 
+from ..lookups import Rows
 from ..models import Changeset, Proposal, Repository, Stream
 from .stores import repository_path
 
@@ -212,7 +213,8 @@ def follow_stream(repository: Repository, stream_name: str) -> None:
     """Mirror the stream's head as the database has it now (after the change committed)."""
 
     def head() -> str | None:
-        return Stream.objects.filter(repository=repository, name=stream_name).values_list("head", flat=True).first()
+        _using, rows = _STREAM_HEAD.all(repository.pk, stream_name, model=Stream, limit=1)
+        return rows[0][0] if rows else None
 
     git_dir = repository_path(repository.name)
     written: list[str | None] = []
@@ -226,6 +228,14 @@ def follow_stream(repository: Repository, stream_name: str) -> None:
         # A deleted (or emptied) stream: maintenance may have packed its ref, which git
         # removes from packed-refs too. Rare, so a subprocess is fine here.
         _safely("forget stream", git, git_dir, "update-ref", "-d", HEADS + stream_name)
+
+
+#: Every landing's mirror write reads the head (repos/lookups.py: compiled once).
+_STREAM_HEAD = Rows(
+    lambda repository, name: Stream.objects.filter(repository=repository, name=name).order_by().values_list("head"),
+    int,
+    str,
+)
 
 
 def follow_landing(repository: Repository, stream_name: str, integrated: Iterable[tuple[int, str]]) -> None:
