@@ -44,7 +44,7 @@ from engine.store import ObjectStore
 from engine.trees import diff_trees
 
 from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
-from ..lookups import Rows, Update, columns, instance
+from ..lookups import Insert, Rows, Update, columns, instance
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
@@ -79,8 +79,8 @@ def request_integration(proposal: Proposal) -> Operation:
             return finished
     try:
         with transaction.atomic():
-            operation = Operation.objects.create(
-                repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal
+            operation = _INSERT_OPERATION.run(
+                Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
             )
             _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
@@ -89,6 +89,9 @@ def request_integration(proposal: Proposal) -> Operation:
         # database connection), and landing a drained queue costs one query.
         _enqueue_on_commit(proposal.stream_id)
     return operation
+
+
+_INSERT_OPERATION = Insert(Operation)
 
 
 def closed_refusal(proposal: Proposal) -> WrongState:
@@ -110,9 +113,21 @@ def _enqueue_on_commit(stream_id: int) -> None:
 
 def get_operation(repository: Repository, operation_id: object) -> Operation:
     try:
-        return Operation.objects.select_related("stream").get(repository=repository, pk=int(operation_id))
-    except (Operation.DoesNotExist, ValueError, TypeError):
-        raise NotFound(f"no operation {operation_id} in {repository.name}") from None
+        number = int(operation_id)  # type: ignore[call-overload]
+    except (ValueError, TypeError):
+        number = 0
+    using, rows = _OPERATION.all(repository.pk, number, model=Operation, limit=1) if 0 < number < 2**63 else ("", [])
+    if not rows:
+        raise NotFound(f"no operation {operation_id} in {repository.name}")
+    operation = instance(Operation, using, rows[0])
+    operation.stream = instance(Stream, using, rows[0], len(columns(Operation)))
+    return operation
+
+
+#: The integrate endpoint's answer reads its operation (repos/lookups.py: compiled once).
+_OPERATION = Rows(
+    lambda repository, pk: Operation.objects.select_related("stream").filter(repository=repository, pk=pk), int, int
+)
 
 
 def wait_for(operation: Operation, timeout_s: float) -> Operation:

@@ -203,10 +203,15 @@ def protect_proposal(repository: Repository, proposal_id: int, head: str) -> Non
     unless it is a recorded changeset: those are protected already (by their own ref until a
     stream reaches them, then by the stream, which only moves forward), and a new ref file costs
     about a millisecond on this kind of disk, a query a tenth of that."""
-    if Changeset.objects.filter(repository=repository, commit_id=head).exists():
+    if _RECORDED.all(repository.pk, head, model=Changeset, limit=1)[1]:
         return
     git_dir = repository_path(repository.name)
     _safely("protect proposal", _set_ref, git_dir, f"{PROPOSALS}{proposal_id}", lambda: head)
+
+
+_RECORDED = Rows(
+    lambda repository, head: Changeset.objects.filter(repository=repository, commit_id=head).values_list("pk"), int, str
+)
 
 
 def follow_stream(repository: Repository, stream_name: str) -> None:
@@ -244,7 +249,12 @@ def follow_landing(repository: Repository, stream_name: str, integrated: Iterabl
     follow_stream(repository, stream_name)
     git_dir = repository_path(repository.name)
     for proposal_id, head in integrated:
-        _safely("unprotect proposal", _remove_ref, git_dir, f"{PROPOSALS}{proposal_id}")
+        # Most proposals propose a recorded changeset and never had a ref of their own: no
+        # lock file to create and remove for them (one being written now is for a revision,
+        # which this landing did not integrate).
+        proposal_ref = f"{PROPOSALS}{proposal_id}"
+        if (git_dir / proposal_ref).exists():
+            _safely("unprotect proposal", _remove_ref, git_dir, proposal_ref)
         _safely("unprotect changeset", _remove_ref, git_dir, CHANGESETS + head)
 
 
