@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from django.db import connections, models, router
+from django.db.models.constants import OnConflict
 
 M = TypeVar("M", bound=models.Model)
 
@@ -140,14 +141,39 @@ def _column(connection, field: models.Field) -> str:
     return connection.ops.quote_name(field.column)
 
 
-class Update:
+class _Statement:
+    """A write whose SQL is written from the model's fields once per database and vendor."""
+
+    def __init__(self, model: type[models.Model]) -> None:
+        self.model = model
+        self._sql: dict[tuple[str, str], str] = {}
+
+    def _write_sql(self, connection, table: str) -> str:
+        raise NotImplementedError
+
+    def _sql_on(self, using: str) -> str:
+        connection = connections[using]
+        key = (using, connection.vendor)
+        sql = self._sql.get(key)
+        if sql is None:
+            sql = self._sql[key] = self._write_sql(connection, connection.ops.quote_name(self.model._meta.db_table))
+        return sql
+
+    def _execute(self, using: str, params: list[Any]):
+        """Run the statement on ``using``; its cursor's rowcount and first row."""
+        with connections[using].cursor() as cursor:
+            cursor.execute(self._sql_on(using), params)
+            return cursor.rowcount, cursor.fetchone() if cursor.description else None
+
+
+class Update(_Statement):
     """``Update(Stream, ("head", "updated"), where=("id", "version"), increment=("version",))``.
 
-    One ``UPDATE`` of ``model``'s table, its SQL written once per vendor: :meth:`run` sets the
-    ``fields`` to values (prepared for the database as ``Model.save`` prepares them), adds 1 to
-    the ``increment`` fields, in the rows whose ``where`` fields equal the values that follow,
-    and returns how many rows it changed. For the hot writes whose per-call ORM machinery (a
-    queryset, its compiler, ``save``'s signals) costs more than the statement.
+    One ``UPDATE`` of ``model``'s table: :meth:`run` sets the ``fields`` to values (prepared
+    for the database as ``Model.save`` prepares them), adds 1 to the ``increment`` fields, in
+    the rows whose ``where`` fields equal the values that follow, and returns how many rows it
+    changed. For the hot writes whose per-call ORM machinery (a queryset, its compiler,
+    ``save``'s signals) costs more than the statement.
     """
 
     def __init__(
@@ -158,72 +184,78 @@ class Update:
         where: tuple[str, ...],
         increment: tuple[str, ...] = (),
     ) -> None:
-        self.model = model
+        super().__init__(model)
         self._fields = [_concrete(model, name) for name in fields]
         self._where = [_concrete(model, name) for name in where]
         self._increment = [_concrete(model, name) for name in increment]
-        self._sql: dict[tuple[str, str], str] = {}
 
-    def _compile(self, using: str) -> str:
-        connection = connections[using]
-        key = (using, connection.vendor)
-        sql = self._sql.get(key)
-        if sql is None:
-            assignments = [f"{_column(connection, field)} = %s" for field in self._fields]
-            assignments += [f"{_column(connection, f)} = {_column(connection, f)} + 1" for f in self._increment]
-            conditions = " AND ".join(f"{_column(connection, field)} = %s" for field in self._where)
-            table = connection.ops.quote_name(self.model._meta.db_table)
-            sql = self._sql[key] = f"UPDATE {table} SET {', '.join(assignments)} WHERE {conditions}"
-        return sql
+    def _write_sql(self, connection, table: str) -> str:
+        assignments = [f"{_column(connection, field)} = %s" for field in self._fields]
+        assignments += [f"{_column(connection, f)} = {_column(connection, f)} + 1" for f in self._increment]
+        conditions = " AND ".join(f"{_column(connection, field)} = %s" for field in self._where)
+        return f"UPDATE {table} SET {', '.join(assignments)} WHERE {conditions}"
 
     def run(self, *values: Any) -> int:
         using = router.db_for_write(self.model)
         connection = connections[using]
-        sql = self._compile(using)
         fields = [*self._fields, *self._where]
         params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount
+        rowcount, _row = self._execute(using, params)
+        return rowcount
 
 
-class Insert(Generic[M]):
-    """``Insert(Event).run(Event(repository=..., seq=..., kind=..., payload=...))``.
+class _NewRows(_Statement):
+    """An ``INSERT`` of every field but the id, values prepared as ``Model.save`` prepares them
+    (``auto_now_add`` included)."""
 
-    The new instance's one ``INSERT ... RETURNING`` its id, the SQL written once per vendor,
-    every field's value prepared as ``Model.save`` prepares it (``auto_now_add`` included);
-    the instance comes back saved, with its id. For the hot inserts, where ``save``'s machinery
-    (signals, the insert queryset and its compiler) costs more than the statement; a constraint
-    still raises ``IntegrityError``.
-    """
-
-    def __init__(self, model: type[M]) -> None:
-        self.model = model
+    def __init__(self, model: type[models.Model]) -> None:
+        super().__init__(model)
         meta = model._meta
         self._fields = [field for field in meta.local_concrete_fields if not field.primary_key and not field.generated]
-        self._sql: dict[tuple[str, str], str] = {}
 
-    def _compile(self, using: str) -> str:
-        connection = connections[using]
-        key = (using, connection.vendor)
-        sql = self._sql.get(key)
-        if sql is None:
-            names = ", ".join(_column(connection, field) for field in self._fields)
-            marks = ", ".join("%s" for _ in self._fields)
-            table = connection.ops.quote_name(self.model._meta.db_table)
-            pk = _column(connection, self.model._meta.pk)  # type: ignore[arg-type]  # every model has one
-            sql = self._sql[key] = f"INSERT INTO {table} ({names}) VALUES ({marks}) RETURNING {pk}"
-        return sql
+    def _insert_sql(self, connection, table: str, on_conflict: OnConflict | None = None) -> str:
+        names = ", ".join(_column(connection, field) for field in self._fields)
+        marks = ", ".join("%s" for _ in self._fields)
+        return f"{connection.ops.insert_statement(on_conflict=on_conflict)} {table} ({names}) VALUES ({marks})"
+
+    def _values(self, obj: models.Model, connection) -> list[Any]:
+        return [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in self._fields]
+
+
+class Insert(_NewRows, Generic[M]):
+    """``Insert(Event).run(Event(repository=..., seq=..., kind=..., payload=...))``.
+
+    The new instance's one ``INSERT ... RETURNING`` its id; the instance comes back saved, with
+    its id. For the hot inserts, where ``save``'s machinery (signals, the insert queryset and
+    its compiler) costs more than the statement; a constraint still raises ``IntegrityError``.
+    """
+
+    def _write_sql(self, connection, table: str) -> str:
+        pk = _column(connection, self.model._meta.pk)  # type: ignore[arg-type]  # every model has one
+        return f"{self._insert_sql(connection, table)} RETURNING {pk}"
 
     def run(self, obj: M) -> M:
         using = router.db_for_write(self.model, instance=obj)
-        connection = connections[using]
-        sql = self._compile(using)
-        params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in self._fields]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            (pk,) = cursor.fetchone()
+        _rowcount, (pk,) = self._execute(using, self._values(obj, connections[using]))
         obj.pk = pk
         obj._state.adding = False
         obj._state.db = using
         return obj
+
+
+class InsertMany(_NewRows):
+    """``InsertMany(PathChange).run([PathChange(...), ...])``: new rows, one statement run for
+    each (``executemany``); a row that would break a unique constraint is left out, as
+    ``bulk_create(ignore_conflicts=True)`` leaves it."""
+
+    def _write_sql(self, connection, table: str) -> str:
+        suffix = connection.ops.on_conflict_suffix_sql(self._fields, OnConflict.IGNORE, None, None)
+        return f"{self._insert_sql(connection, table, OnConflict.IGNORE)} {suffix}".rstrip()
+
+    def run(self, objs: Sequence[models.Model]) -> None:
+        if not objs:
+            return
+        using = router.db_for_write(self.model)
+        connection = connections[using]
+        with connection.cursor() as cursor:
+            cursor.executemany(self._sql_on(using), [self._values(obj, connection) for obj in objs])

@@ -51,6 +51,19 @@ class BlobIdsSerializer(serializers.Serializer):
     ids = serializers.ListField(child=serializers.CharField(), help_text="In the order of the request's blobs.")
 
 
+def represent(serializer: type[serializers.Serializer], instance: object) -> dict:
+    """``serializer(instance).data``, by one bound serializer per class: a new serializer copies
+    every declared field (deepcopy), which was 0.5 ms of a write's answer against 0.06 ms for
+    the representation itself. A bound serializer keeps nothing of the instances it represents."""
+    bound = _BOUND.get(serializer)
+    if bound is None:
+        bound = _BOUND.setdefault(serializer, serializer())
+    return bound.to_representation(instance)
+
+
+_BOUND: dict[type[serializers.Serializer], serializers.Serializer] = {}
+
+
 class ChangesetSerializer(serializers.Serializer):
     id = serializers.CharField(source="commit_id")
     parents = serializers.ListField(child=serializers.CharField())

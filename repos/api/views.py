@@ -161,7 +161,7 @@ class ProposalsView(ApiView):
                 title=body.get("title", ""),
                 credential=request.auth,
             )
-            return s.ProposalSerializer(proposal).data
+            return s.represent(s.ProposalSerializer, proposal)
 
         return created(request, open_one)
 

@@ -31,7 +31,7 @@ from engine.history import DerivedCommit, derive
 from engine.objects import ObjectId
 from engine.store import ObjectStore
 
-from ..lookups import Rows
+from ..lookups import InsertMany, Rows
 from ..models import CommitNode, PathChange, Repository, Stream
 from .stores import store_for
 
@@ -202,7 +202,7 @@ def _insert(repository: Repository, derived: list[DerivedCommit]) -> None:
     another process wrote first."""
     if not derived:
         return
-    CommitNode.objects.bulk_create(
+    _INSERT_NODES.run(
         [
             CommitNode(
                 repository=repository,
@@ -213,15 +213,16 @@ def _insert(repository: Repository, derived: list[DerivedCommit]) -> None:
                 indexed=commit.changed is not None,
             )
             for commit in derived
-        ],
-        ignore_conflicts=True,
+        ]
     )
-    PathChange.objects.bulk_create(
+    _INSERT_PATHS.run(
         [
             PathChange(repository=repository, key=key, generation=commit.generation, commit_id=commit.id)
             for commit in derived
             for key in commit.changed or ()
-        ],
-        ignore_conflicts=True,
-        batch_size=2_000,
+        ]
     )
+
+
+_INSERT_NODES = InsertMany(CommitNode)
+_INSERT_PATHS = InsertMany(PathChange)

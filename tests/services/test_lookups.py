@@ -6,8 +6,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from repos.lookups import Insert, Lookup, Rows, Update, columns, instance
-from repos.models import Credential, Event, Repository, Stream
+from repos.lookups import Insert, InsertMany, Lookup, Rows, Update, columns, instance
+from repos.models import Credential, Event, PathChange, Repository, Stream
 from repos.services.repositories import create_repository, create_stream
 from tests.factories import CredentialFactory
 
@@ -67,3 +67,16 @@ def test_an_update_and_an_insert_write_what_save_writes():
     assert (stored.seq, stored.kind, stored.payload) == (7, "k", {"a": [1, "b"]}) and stored.created == event.created
     with pytest.raises(IntegrityError), transaction.atomic():  # (repository, seq) is unique
         Insert(Event).run(Event(repository=repository, seq=7, kind="k", payload={}))
+
+
+def test_inserting_many_leaves_out_the_rows_already_there_as_bulk_create_ignoring_conflicts_does():
+    repository = create_repository("demo")
+    first = PathChange(repository=repository, key=1, generation=1, commit_id="a" * 40)
+    InsertMany(PathChange).run([first])
+    again = PathChange(repository=repository, key=1, generation=1, commit_id="a" * 40)
+    InsertMany(PathChange).run([again, PathChange(repository=repository, key=2, generation=1, commit_id="a" * 40)])
+    InsertMany(PathChange).run([])
+    assert sorted(PathChange.objects.values_list("key", "generation", "commit_id")) == [
+        (1, 1, "a" * 40),
+        (2, 1, "a" * 40),
+    ]
