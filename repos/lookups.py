@@ -230,6 +230,9 @@ class Insert(_NewRows, Generic[M]):
     its compiler) costs more than the statement; a constraint still raises ``IntegrityError``.
     """
 
+    def __init__(self, model: type[M]) -> None:  # (typed here: the instances ``run`` takes and gives)
+        super().__init__(model)
+
     def _write_sql(self, connection, table: str) -> str:
         pk = _column(connection, self.model._meta.pk)  # type: ignore[arg-type]  # every model has one
         return f"{self._insert_sql(connection, table)} RETURNING {pk}"
