@@ -36,6 +36,8 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from agentgit_site.middleware import API_PREFIX
+
 from ..errors import ERRORS, ApiError, Forbidden, Invalid, NotFound, TooLarge, Unauthenticated, Unavailable, api_error
 
 logger = logging.getLogger("repos.api")
@@ -162,7 +164,7 @@ def _headers(error: ApiError, exc: Exception, context: dict) -> dict[str, str]:
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith("/api/")
+    return request.path.startswith(API_PREFIX)
 
 
 def _json(error: ApiError) -> JsonResponse:

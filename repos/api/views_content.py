@@ -140,7 +140,7 @@ class ChangesetsView(ApiView):
                 provenance={} if body.get("provenance") is None else body["provenance"],
                 credential=request.auth,
             )
-            return s.ChangesetSerializer(changeset).data
+            return s.represent(s.ChangesetSerializer, changeset)
 
         return created(request, write)
 
@@ -154,7 +154,7 @@ class ChangesetView(ApiView):
     )
     def get(self, request, repo, changeset_id):
         """The changeset: parents, tree, message, and for those written here the operations and provenance."""
-        return Response(s.ChangesetSerializer(content.get_changeset(repository(repo), changeset_id)).data)
+        return Response(s.represent(s.ChangesetSerializer, content.get_changeset(repository(repo), changeset_id)))
 
 
 @extend_schema(tags=["content"])

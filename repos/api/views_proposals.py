@@ -93,7 +93,7 @@ class RevisionsView(ApiView):
         body = validated(sp.RevisionCreate, request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
         revised = proposals.revise(proposal, body["head"], credential=request.auth)
-        return Response(s.ProposalSerializer(revised).data, status=201)
+        return Response(s.represent(s.ProposalSerializer, revised), status=201)
 
 
 @extend_schema(tags=["proposals"])
@@ -108,7 +108,7 @@ class CloseView(ApiView):
         """Close the proposal: it is never integrated while closed."""
         validated(sp.ProposalAction, request)
         return Response(
-            s.ProposalSerializer(proposals.close(proposals.get_proposal(repository(repo), proposal_id))).data
+            s.represent(s.ProposalSerializer, proposals.close(proposals.get_proposal(repository(repo), proposal_id)))
         )
 
 
@@ -124,7 +124,7 @@ class ReopenView(ApiView):
         """Reopen a closed proposal."""
         validated(sp.ProposalAction, request)
         proposal = proposals.get_proposal(repository(repo), proposal_id)
-        return Response(s.ProposalSerializer(proposals.reopen(proposal)).data)
+        return Response(s.represent(s.ProposalSerializer, proposals.reopen(proposal)))
 
 
 @extend_schema(tags=["resolvers"])

@@ -14,6 +14,7 @@ from engine.renames import detect_renames
 from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
 
 from ..errors import Invalid, NotFound, from_engine
+from ..lookups import Insert
 from ..models import Changeset, Credential, Repository
 from . import refmirror
 from .repositories import resolve_rev
@@ -172,19 +173,24 @@ def create_changeset(
     refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
     try:
         with transaction.atomic():
-            return Changeset.objects.create(
-                repository=repository,
-                commit_id=commit_id,
-                parents=list(commit.parents),
-                tree=commit.tree,
-                message=message,
-                operations=normalized,
-                provenance=provenance,
-                credential=credential,
+            return _INSERT_CHANGESET.run(
+                Changeset(
+                    repository=repository,
+                    commit_id=commit_id,
+                    parents=list(commit.parents),
+                    tree=commit.tree,
+                    message=message,
+                    operations=normalized,
+                    provenance=provenance,
+                    credential=credential,
+                )
             )
     except IntegrityError:
         # The same changeset again (same parent, operations, message, author and second).
         return Changeset.objects.get(repository=repository, commit_id=commit_id)
+
+
+_INSERT_CHANGESET = Insert(Changeset)
 
 
 def get_changeset(repository: Repository, commit_id: str) -> Changeset:

@@ -31,6 +31,7 @@ from engine.history import DerivedCommit, derive
 from engine.objects import ObjectId
 from engine.store import ObjectStore
 
+from ..lookups import InsertMany, Rows
 from ..models import CommitNode, PathChange, Repository, Stream
 from .stores import store_for
 
@@ -96,13 +97,22 @@ def refresh(repository: Repository, store: ObjectStore | None = None, known: Kno
     return known
 
 
-def _rows_from(repository: Repository, row_id: int) -> list[tuple]:
+def _rows_from(repository: Repository, row_id: int) -> list[list]:
     """The node rows from ``row_id`` on (inclusive: the caller checks it is still there)."""
-    return list(
+    _using, rows = _NODES_FROM.all(repository.pk, row_id, model=CommitNode)
+    return rows
+
+
+#: Every landing's first read (repos/lookups.py: compiled once).
+_NODES_FROM = Rows(
+    lambda repository, row_id: (
         CommitNode.objects.filter(repository=repository, id__gte=row_id)
         .order_by("id")
         .values_list("id", "commit_id", "generation", "parents", "time", "indexed")
-    )
+    ),
+    int,
+    int,
+)
 
 
 def path_index(repository: Repository, store: ObjectStore, known: Known | None = None) -> DatabasePathIndex:
@@ -192,7 +202,7 @@ def _insert(repository: Repository, derived: list[DerivedCommit]) -> None:
     another process wrote first."""
     if not derived:
         return
-    CommitNode.objects.bulk_create(
+    _INSERT_NODES.run(
         [
             CommitNode(
                 repository=repository,
@@ -203,15 +213,16 @@ def _insert(repository: Repository, derived: list[DerivedCommit]) -> None:
                 indexed=commit.changed is not None,
             )
             for commit in derived
-        ],
-        ignore_conflicts=True,
+        ]
     )
-    PathChange.objects.bulk_create(
+    _INSERT_PATHS.run(
         [
             PathChange(repository=repository, key=key, generation=commit.generation, commit_id=commit.id)
             for commit in derived
             for key in commit.changed or ()
-        ],
-        ignore_conflicts=True,
-        batch_size=2_000,
+        ]
     )
+
+
+_INSERT_NODES = InsertMany(CommitNode)
+_INSERT_PATHS = InsertMany(PathChange)

@@ -27,6 +27,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from ..errors import Invalid
+from ..lookups import Insert
 from ..models import Credential, Event, Repository
 
 logger = logging.getLogger(__name__)
@@ -85,13 +86,14 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(_NEXT_SEQ, [repository.pk])
         (seq,) = cursor.fetchone()
-    event = Event.objects.create(repository=repository, seq=seq, kind=kind, payload=payload)
+    event = _INSERT_EVENT.run(Event(repository=repository, seq=seq, kind=kind, payload=payload))
     publish_on_commit(repository.pk, wire(event))
     if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
         transaction.on_commit(prune_when_due)
     return event
 
 
+_INSERT_EVENT = Insert(Event)
 _NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -43,7 +44,8 @@ from engine.store import ObjectStore
 from engine.trees import diff_trees
 
 from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
-from ..models import Changeset, Operation, Proposal, ProposalRevision, Repository, Stream
+from ..lookups import Insert, Rows, Update, columns, instance
+from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
 from . import derived, metrics, refmirror
 from .dispatch import Job, after_commit
 from .events import (
@@ -56,6 +58,8 @@ from .events import (
     changed_paths,
 )
 from .stores import server_signature, store_for
+
+User = get_user_model()
 
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
 
@@ -75,8 +79,8 @@ def request_integration(proposal: Proposal) -> Operation:
             return finished
     try:
         with transaction.atomic():
-            operation = Operation.objects.create(
-                repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal
+            operation = _INSERT_OPERATION.run(
+                Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
             )
             _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
@@ -87,13 +91,20 @@ def request_integration(proposal: Proposal) -> Operation:
     return operation
 
 
+_INSERT_OPERATION = Insert(Operation)
+
+
 def closed_refusal(proposal: Proposal) -> WrongState:
     return WrongState(f"proposal {proposal.pk} is closed: reopen it (POST .../reopen) to integrate it")
 
 
 def resolver_rules(repository: Repository) -> list[Rule]:
     """The repository's resolver rules as the engine takes them (plain data), in their order."""
-    return [Rule(pattern, rule) for pattern, rule in repository.resolver_rules.values_list("pattern", "rule")]
+    _using, rows = _RULES.all(repository.pk, model=ResolverRule)
+    return [Rule(pattern, rule) for pattern, rule in rows]
+
+
+_RULES = Rows(lambda repository: ResolverRule.objects.filter(repository=repository).values_list("pattern", "rule"), int)
 
 
 def _enqueue_on_commit(stream_id: int) -> None:
@@ -102,9 +113,21 @@ def _enqueue_on_commit(stream_id: int) -> None:
 
 def get_operation(repository: Repository, operation_id: object) -> Operation:
     try:
-        return Operation.objects.select_related("stream").get(repository=repository, pk=int(operation_id))
-    except (Operation.DoesNotExist, ValueError, TypeError):
-        raise NotFound(f"no operation {operation_id} in {repository.name}") from None
+        number = int(operation_id)  # type: ignore[call-overload]
+    except (ValueError, TypeError):
+        number = 0
+    using, rows = _OPERATION.all(repository.pk, number, model=Operation, limit=1) if 0 < number < 2**63 else ("", [])
+    if not rows:
+        raise NotFound(f"no operation {operation_id} in {repository.name}")
+    operation = instance(Operation, using, rows[0])
+    operation.stream = instance(Stream, using, rows[0], len(columns(Operation)))
+    return operation
+
+
+#: The integrate endpoint's answer reads its operation (repos/lookups.py: compiled once).
+_OPERATION = Rows(
+    lambda repository, pk: Operation.objects.select_related("stream").filter(repository=repository, pk=pk), int, int
+)
 
 
 def wait_for(operation: Operation, timeout_s: float) -> Operation:
@@ -176,26 +199,95 @@ def _land_batch(stream_id: int) -> int:
     return _abort_queued(stream_id, attempts)
 
 
+#: The landing's queries, compiled once (repos/lookups.py): a landing is a handful of short
+#: statements, and building them with the ORM cost about half of its CPU.
+#:
+#: The stream's row only (of=self), and FOR NO KEY UPDATE: a plain FOR UPDATE of the join also
+#: locked the repository row and blocked the foreign-key checks (FOR KEY SHARE, at COMMIT:
+#: Django's constraints are deferred) of a concurrent proposal or operation insert that had
+#: bumped the repository's event_seq: a deadlock on PostgreSQL. Landers of one stream still take
+#: turns (NO KEY UPDATE conflicts with itself).
+_LOCKED_STREAM = Rows(
+    lambda stream: (
+        Stream.objects.select_for_update(of=("self",), no_key=True).select_related("repository").filter(pk=stream)
+    ),
+    int,
+    write=True,
+)
+_STREAM_COLUMNS = len(columns(Stream))
+#: The queued operations in order, each with its proposal and the proposal's author (and user).
+_QUEUED = Rows(
+    lambda stream: (
+        Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
+        .order_by("id")
+        .values_list(
+            *columns(Operation),
+            *columns(Proposal, "proposal__"),
+            *columns(Credential, "proposal__author__"),
+            *columns(User, "proposal__author__user__"),
+        )
+    ),
+    int,
+    write=True,
+)
+_LATEST_REVISION = Rows(
+    lambda proposal: (
+        ProposalRevision.objects.filter(proposal=proposal).order_by("-number").values_list(*columns(ProposalRevision))
+    ),
+    int,
+    write=True,
+)
+
+#: The landing's writes, one statement each (repos/lookups.py).
+_MOVE_HEAD = Update(Stream, ("head", "updated"), where=("id", "version"), increment=("version",))
+_FINISH_OPERATION = Update(Operation, ("state", "outcome", "finished"), where=("id",), increment=("attempts",))
+_FAIL_OPERATION = Update(Operation, ("state", "error", "finished"), where=("id",), increment=("attempts",))
+_RECORD_REVISION = Update(ProposalRevision, ("outcome",), where=("id",))
+_RECORD_PROPOSAL = Update(
+    Proposal, ("state", "outcome", "result_changeset", "result_head", "conflicts", "updated"), where=("id",)
+)
+
+
+def _locked_stream(stream_id: int) -> Stream | None:
+    """The stream's row, locked until the transaction ends, with its repository."""
+    using, rows = _LOCKED_STREAM.all(stream_id, model=Stream)
+    if not rows:
+        return None
+    stream = instance(Stream, using, rows[0])
+    stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
+    return stream
+
+
+def _queued(stream: Stream, batch_size: int) -> list[Operation]:
+    """The stream's first ``batch_size`` queued operations, each with its proposal and author."""
+    using, rows = _QUEUED.all(stream.pk, model=Operation, limit=batch_size)
+    operations = []
+    at_proposal = len(columns(Operation))
+    at_author = at_proposal + len(columns(Proposal))
+    at_user = at_author + len(columns(Credential))
+    for row in rows:
+        operation = instance(Operation, using, row)
+        proposal = instance(Proposal, using, row, at_proposal)
+        if proposal.author_id is not None:
+            credential = instance(Credential, using, row, at_author)
+            credential.user = instance(User, using, row, at_user)
+            proposal.author = credential
+        operation.proposal = proposal
+        operations.append(operation)
+    return operations
+
+
+def _latest_revision(proposal: Proposal) -> ProposalRevision | None:
+    using, rows = _LATEST_REVISION.all(proposal.pk, model=ProposalRevision, limit=1)
+    return instance(ProposalRevision, using, rows[0]) if rows else None
+
+
 def _land_once(stream_id: int, batch_size: int) -> int:
     with transaction.atomic():
-        # The stream's row only (of=self), and FOR NO KEY UPDATE: a plain FOR UPDATE of the join
-        # also locked the repository row and blocked the foreign-key checks (FOR KEY SHARE, at
-        # COMMIT: Django's constraints are deferred) of a concurrent proposal or operation insert
-        # that had bumped the repository's event_seq: a deadlock on PostgreSQL. Landers of one
-        # stream still take turns (NO KEY UPDATE conflicts with itself).
-        stream = (
-            Stream.objects.select_for_update(of=("self",), no_key=True)
-            .select_related("repository")
-            .filter(pk=stream_id)
-            .first()
-        )
+        stream = _locked_stream(stream_id)
         if stream is None:
             return 0  # deleted (with its queued operations) since the landing was asked for
-        operations = list(
-            Operation.objects.filter(stream=stream, state=Operation.State.QUEUED)
-            .select_related("proposal__author__user")
-            .order_by("id")[:batch_size]
-        )
+        operations = _queued(stream, batch_size)
         if not operations:
             return 0
         crash_point("operation_recorded")
@@ -228,12 +320,9 @@ def _land_once(stream_id: int, batch_size: int) -> int:
                 changed[operation.pk] = paths_between(store, head, integration.head)
             head = integration.head
         crash_point("objects_written")
-        if head != stream.head:
-            moved = Stream.objects.filter(pk=stream.pk, version=stream.version).update(
-                head=head, version=F("version") + 1, updated=timezone.now()
-            )
-            if moved != 1:
-                raise _LostRace(operations[0].pk)
+        moved = head == stream.head or _MOVE_HEAD.run(head, timezone.now(), stream.pk, stream.version) == 1
+        if not moved:
+            raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
             _record(stream, store, operation, integration, error, changed.get(operation.pk))
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
@@ -275,15 +364,15 @@ def _record(
     asking again: the stream, proposal, outcome, head, changeset, changed paths and who proposed it."""
     proposal = operation.proposal
     now = timezone.now()
-    operation.attempts = F("attempts") + 1
+    operation.attempts += 1  # in the row: one more than it has (the update adds it)
     operation.finished = now
     if integration is None:
         operation.state = Operation.State.FAILED
         failure = error if isinstance(error, ApiError) else from_engine(error)  # type: ignore[arg-type]
         operation.error = failure.as_dict()["error"]
-        operation.save(update_fields=["state", "error", "attempts", "finished"])
+        _FAIL_OPERATION.run(operation.state, operation.error, now, operation.pk)
         return
-    revision = proposal.revisions.order_by("-number").first()
+    revision = _latest_revision(proposal)
     outcome = outcome_document(integration)
     if revision is not None and revision.kind == ProposalRevision.Kind.RESOLVED:
         if integration.outcome == Outcome.FAST_FORWARD:
@@ -294,17 +383,26 @@ def _record(
         _record_rule_merge(stream, store, proposal, integration)
     operation.state = Operation.State.DONE
     operation.outcome = {**outcome, "operation": operation.pk, "proposal": proposal.pk}
-    operation.save(update_fields=["state", "outcome", "attempts", "finished"])
+    _FINISH_OPERATION.run(operation.state, operation.outcome, now, operation.pk)
     if revision is not None:
         revision.outcome = operation.outcome
-        revision.save(update_fields=["outcome"])
+        _RECORD_REVISION.run(revision.outcome, revision.pk)
     conflicted = integration.outcome == Outcome.CONFLICT
     proposal.state = Proposal.State.CONFLICTED if conflicted else Proposal.State.INTEGRATED
     proposal.outcome = integration.outcome.value
     proposal.result_changeset = integration.changeset or ""
     proposal.result_head = integration.head or ""
     proposal.conflicts = outcome["conflicts"]
-    proposal.save(update_fields=["state", "outcome", "result_changeset", "result_head", "conflicts", "updated"])
+    proposal.updated = now
+    _RECORD_PROPOSAL.run(
+        proposal.state,
+        proposal.outcome,
+        proposal.result_changeset,
+        proposal.result_head,
+        proposal.conflicts,
+        proposal.updated,
+        proposal.pk,
+    )
     about = {"stream": stream.name, "proposal": proposal.pk, "author": author(proposal.author)}
     if conflicted:
         payload = {**about, "outcome": integration.outcome.value, "conflicts": outcome["conflicts"]}

@@ -15,7 +15,7 @@ from django.db import transaction
 from engine.conflicts import ConflictDetail, conflict_package
 
 from ..errors import Invalid, NotFound, WrongState
-from ..lookups import Lookup
+from ..lookups import Insert, Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository
 from . import refmirror
 from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event, author
@@ -35,11 +35,13 @@ def open_proposal(
     target = get_stream(repository, stream)
     head_id = resolve_rev(repository, head)
     with transaction.atomic():
-        proposal = Proposal.objects.create(
-            repository=repository, stream=target, head=head_id, title=title, author=credential
+        proposal = _INSERT_PROPOSAL.run(
+            Proposal(repository=repository, stream=target, head=head_id, title=title, author=credential)
         )
-        ProposalRevision.objects.create(
-            proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
+        _INSERT_REVISION.run(
+            ProposalRevision(
+                proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
+            )
         )
         refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
         payload = {"proposal": proposal.pk, "stream": stream, "head": head_id, "author": author(credential)}
@@ -47,6 +49,8 @@ def open_proposal(
     return proposal
 
 
+_INSERT_PROPOSAL = Insert(Proposal)
+_INSERT_REVISION = Insert(ProposalRevision)
 _BY_ID = Lookup(Proposal, "repository", "id")
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from django.db.models import Exists, OuterRef, Q
 
+from ..lookups import Rows
 from ..models import Changeset, Proposal, Repository, Stream
 from .stores import repository_path
 
@@ -202,17 +203,23 @@ def protect_proposal(repository: Repository, proposal_id: int, head: str) -> Non
     unless it is a recorded changeset: those are protected already (by their own ref until a
     stream reaches them, then by the stream, which only moves forward), and a new ref file costs
     about a millisecond on this kind of disk, a query a tenth of that."""
-    if Changeset.objects.filter(repository=repository, commit_id=head).exists():
+    if _RECORDED.all(repository.pk, head, model=Changeset, limit=1)[1]:
         return
     git_dir = repository_path(repository.name)
     _safely("protect proposal", _set_ref, git_dir, f"{PROPOSALS}{proposal_id}", lambda: head)
+
+
+_RECORDED = Rows(
+    lambda repository, head: Changeset.objects.filter(repository=repository, commit_id=head).values_list("pk"), int, str
+)
 
 
 def follow_stream(repository: Repository, stream_name: str) -> None:
     """Mirror the stream's head as the database has it now (after the change committed)."""
 
     def head() -> str | None:
-        return Stream.objects.filter(repository=repository, name=stream_name).values_list("head", flat=True).first()
+        _using, rows = _STREAM_HEAD.all(repository.pk, stream_name, model=Stream, limit=1)
+        return rows[0][0] if rows else None
 
     git_dir = repository_path(repository.name)
     written: list[str | None] = []
@@ -228,13 +235,26 @@ def follow_stream(repository: Repository, stream_name: str) -> None:
         _safely("forget stream", git, git_dir, "update-ref", "-d", HEADS + stream_name)
 
 
+#: Every landing's mirror write reads the head (repos/lookups.py: compiled once).
+_STREAM_HEAD = Rows(
+    lambda repository, name: Stream.objects.filter(repository=repository, name=name).order_by().values_list("head"),
+    int,
+    str,
+)
+
+
 def follow_landing(repository: Repository, stream_name: str, integrated: Iterable[tuple[int, str]]) -> None:
     """After a landing committed: the stream's ref, then the protection refs of what it integrated
     (``(proposal id, proposal head)``) are dropped: the stream reaches them now."""
     follow_stream(repository, stream_name)
     git_dir = repository_path(repository.name)
     for proposal_id, head in integrated:
-        _safely("unprotect proposal", _remove_ref, git_dir, f"{PROPOSALS}{proposal_id}")
+        # Most proposals propose a recorded changeset and never had a ref of their own: no
+        # lock file to create and remove for them (one being written now is for a revision,
+        # which this landing did not integrate).
+        proposal_ref = f"{PROPOSALS}{proposal_id}"
+        if (git_dir / proposal_ref).exists():
+            _safely("unprotect proposal", _remove_ref, git_dir, proposal_ref)
         _safely("unprotect changeset", _remove_ref, git_dir, CHANGESETS + head)
 
 

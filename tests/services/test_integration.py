@@ -7,6 +7,7 @@ tests of pytest-django would never reach.
 from __future__ import annotations
 
 import pytest
+from django.db.models import F
 
 from repos.models import Event, Proposal, Stream
 from repos.services import integration
@@ -106,13 +107,13 @@ def test_a_head_moved_behind_the_lock_is_retried_then_aborted_leaving_the_propos
     settings.AGENTGIT = {**settings.AGENTGIT, "INTEGRATE_ATTEMPTS": 3, "INTEGRATE_BACKOFF_MS": 1}
     repository = create_repository("demo")
     base = write(repository, None, {"a.txt": "a\n"})
-    real_update = Stream.objects.filter
+    compare_and_swap = integration._MOVE_HEAD.run
 
-    def lost_race(*args, **kwargs):  # every compare-and-swap finds the version moved
-        query = real_update(*args, **kwargs)
-        return query.none() if "version" in kwargs else query
+    def lost_race(head, updated, stream_id, version):  # every compare-and-swap finds the version moved
+        Stream.objects.filter(pk=stream_id).update(version=F("version") + 1)  # by a writer without the lock
+        return compare_and_swap(head, updated, stream_id, version)
 
-    monkeypatch.setattr(Stream.objects, "filter", lost_race)
+    monkeypatch.setattr(integration._MOVE_HEAD, "run", lost_race)
     operation = land(repository, base)
     assert operation.state == "failed" and operation.error["code"] == "aborted" and operation.error["retryable"]
     assert operation.attempts == 3

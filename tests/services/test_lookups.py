@@ -1,13 +1,14 @@
-"""repos.lookups: a lookup compiled once answers exactly what the ORM answers."""
+"""repos.lookups: a query compiled once answers exactly what the ORM answers, and writes what it writes."""
 
 from __future__ import annotations
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from repos.errors import NotFound
-from repos.lookups import Lookup
-from repos.models import Credential, Stream
+from repos.lookups import Insert, InsertMany, Lookup, Rows, Update, columns, instance
+from repos.models import Credential, Event, PathChange, Repository, Stream
 from repos.services.repositories import create_repository, create_stream, find_stream, get_stream
 from tests.factories import CredentialFactory
 
@@ -63,3 +64,47 @@ def test_finding_a_stream_by_names_answers_as_get_stream_and_get_repository_do(d
             find_stream(repository_name, "main")
     with pytest.raises(NotFound, match="no stream named"):
         find_stream("one", "ma\x00in")
+
+
+def test_compiled_rows_with_related_rows_and_a_limit_are_the_orms_columns_in_order():
+    repository = create_repository("demo")
+    create_stream(repository, "side", None)
+    rows = Rows(lambda repo: Stream.objects.select_related("repository").filter(repository=repo).order_by("name"), int)
+    for _ in range(2):
+        using, found = rows.all(repository.pk, model=Stream)
+        streams = [instance(Stream, using, row) for row in found]
+        related = [instance(Repository, using, row, len(columns(Stream))) for row in found]
+        assert [s.name for s in streams] == ["main", "side"] and {r.name for r in related} == {"demo"}
+        assert [(s.pk, s.head, s.version) for s in streams] == list(
+            Stream.objects.filter(repository=repository).order_by("name").values_list("pk", "head", "version")
+        )
+    assert len(rows.all(repository.pk, model=Stream, limit=1)[1]) == 1
+
+
+def test_an_update_and_an_insert_write_what_save_writes():
+    repository = create_repository("demo")
+    stream = Stream.objects.get(repository=repository)
+    now = timezone.now()
+    move = Update(Stream, ("head", "updated"), where=("id", "version"), increment=("version",))
+    assert move.run("a" * 40, now, stream.pk, stream.version + 1) == 0  # the version named is not the row's
+    assert move.run("a" * 40, now, stream.pk, stream.version) == 1
+    moved = Stream.objects.get(pk=stream.pk)
+    assert (moved.head, moved.version, moved.updated) == ("a" * 40, stream.version + 1, now)
+    event = Insert(Event).run(Event(repository=repository, seq=7, kind="k", payload={"a": [1, "b"]}))
+    stored = Event.objects.get(pk=event.pk)
+    assert (stored.seq, stored.kind, stored.payload) == (7, "k", {"a": [1, "b"]}) and stored.created == event.created
+    with pytest.raises(IntegrityError), transaction.atomic():  # (repository, seq) is unique
+        Insert(Event).run(Event(repository=repository, seq=7, kind="k", payload={}))
+
+
+def test_inserting_many_leaves_out_the_rows_already_there_as_bulk_create_ignoring_conflicts_does():
+    repository = create_repository("demo")
+    first = PathChange(repository=repository, key=1, generation=1, commit_id="a" * 40)
+    InsertMany(PathChange).run([first])
+    again = PathChange(repository=repository, key=1, generation=1, commit_id="a" * 40)
+    InsertMany(PathChange).run([again, PathChange(repository=repository, key=2, generation=1, commit_id="a" * 40)])
+    InsertMany(PathChange).run([])
+    assert sorted(PathChange.objects.values_list("key", "generation", "commit_id")) == [
+        (1, 1, "a" * 40),
+        (2, 1, "a" * 40),
+    ]
