@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 from ..errors import Invalid, TooLarge
 from ..models import Repository
 from ..services.repositories import get_repository
-from . import cursors
+from . import cursors, serializers
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000
@@ -105,9 +105,7 @@ def json_body(request) -> dict:
 def validated(body: type[Serializer], request) -> dict:
     """The JSON body checked against its serializer (serializers.py, and so the schema): 400
     ``invalid`` with a detail for every field missing, unknown or not as documented."""
-    checked = body(data=json_body(request))
-    checked.is_valid(raise_exception=True)
-    return checked.validated_data
+    return serializers.check(body, json_body(request))
 
 
 def repository(name: str) -> Repository:

@@ -64,6 +64,14 @@ def represent(serializer: type[serializers.Serializer], instance: object) -> dic
     return _shared(serializer).to_representation(instance)
 
 
+def check(body: type[serializers.Serializer], data: object) -> dict:
+    """``body(data=data)``'s validated data, or its ``ValidationError`` (the same details
+    ``is_valid`` gives), from the shared instance: validating, too, keeps nothing on a
+    serializer of plain fields whose ``validate`` methods read only their arguments (every
+    :class:`Body`). A new one per request body was 0.3-0.6 ms of a write's CPU, its field copies."""
+    return _shared(body).run_validation(data)
+
+
 @functools.cache
 def _shared(serializer: type[serializers.Serializer]) -> serializers.Serializer:
     made = serializer()
