@@ -34,8 +34,11 @@ def worker(production):
     return production.start_worker(concurrency=2)
 
 
+LANDED_TASK = r"Task workers\.tasks\.land_stream\[[^\]]+\] succeeded"
+
+
 def landed_tasks(process) -> int:
-    return len(re.findall(r"Task workers\.tasks\.land_stream\[[^\]]+\] succeeded", process.log()))
+    return len(re.findall(LANDED_TASK, process.log()))
 
 
 def test_integrations_are_landed_by_the_worker_pool_not_the_server(production, client, request):
@@ -57,7 +60,8 @@ def test_integrations_are_landed_by_the_worker_pool_not_the_server(production, c
     assert done["state"] == "done", done
     assert done["outcome"]["outcome"] == "fast_forward"
     assert client.head("pool") == base
-    assert landed_tasks(worker) >= 1, worker.log_tail()
+    # The task commits the landing before Celery logs that it succeeded: wait for that line.
+    worker.wait_for_log(LANDED_TASK, LANDING_TIMEOUT_S)
     # Asking again answers the first outcome, now at once.
     again = client.integrate_raw("pool", proposal)
     assert again.status_code == 200 and again.json() == done["outcome"]
