@@ -201,11 +201,13 @@ def _run(deployment: Deployment, work: Path, files: int, streams: int, samples: 
     # Both fetching repositories have one ref, so only the server's side differs.
     _git(work, "clone", "-q", "--bare", url(ONE), os.fspath(work / "one-clone"))
     _git(work, "clone", "-q", "--bare", "--single-branch", url(REPO), os.fspath(work / "many-clone"))
+    # Interleaved, so whatever else the machine (or the server, deriving the landings above) does
+    # weighs on both columns alike.
     agent = f"refs/heads/agent-{streams // 2:05d}"
-    many = [_timed(lambda: _git(work / "many-clone", "fetch", "-q", url(REPO), agent)) for _ in range(samples * 3)]
-    one = [
-        _timed(lambda: _git(work / "one-clone", "fetch", "-q", url(ONE), "refs/heads/main")) for _ in range(samples * 3)
-    ]
+    many, one = [], []
+    for _ in range(samples * 3):
+        many.append(_timed(lambda: _git(work / "many-clone", "fetch", "-q", url(REPO), agent)))
+        one.append(_timed(lambda: _git(work / "one-clone", "fetch", "-q", url(ONE), "refs/heads/main")))
     listing = statistics.median(_timed(lambda: _git(work, "ls-remote", url(REPO))) for _ in range(samples))
     rows.append(
         GitRow(

@@ -4,7 +4,8 @@
 2. The pack that follows streams into ``git index-pack --stdin --fix-thin --strict`` in a
    quarantine directory (``GIT_OBJECT_DIRECTORY``, the repository's objects as alternates), so
    nothing reaches the repository until it is complete, within the size limit
-   (``AGENTGIT["GIT_MAX_PUSH_BYTES"]``) and connected; then the pack and its index move into
+   (``AGENTGIT["GIT_MAX_PUSH_BYTES"]``) and connected (a sparse walk from the new tips down to
+   the streams' heads: :func:`_check_connected`); then the pack and its index move into
    ``objects/pack`` (kept as a pack, never exploded into loose objects: audit F7), fsynced.
 3. Every command goes through the services, which own the refs (git never updates one):
    ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
@@ -30,8 +31,9 @@ import contextlib
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 from django.conf import settings
@@ -44,7 +46,7 @@ from ..models import Credential, Repository, Stream
 from ..services import content, derived, integration, proposals, refmirror, repositories
 from ..services.stores import repository_path
 from . import pktline
-from .app import ZERO_ID, git_env, in_thread
+from .app import ZERO_ID, GitProcess, git_env, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +99,14 @@ async def receive_pack(credential: Credential, repository: Repository, body: Asy
     recorded: list[str] = []
     unpack_error = None
     # What the repository is known to hold whole: the streams' heads (the database's, not every
-    # ref on disk: reading 10 000 loose refs cost git more than the push itself).
-    complete = await in_thread(repositories.stream_heads, repository)
-    if any(not command.deletes for command in commands):
-        unpack_error = await _receive_objects(repository, commands, reader.rest(), complete)
+    # ref on disk: reading 10 000 loose refs cost git more than the push itself), read while
+    # the pack is being indexed.
+    reading_heads = asyncio.ensure_future(in_thread(repositories.stream_heads, repository))
+    try:
+        if any(not command.deletes for command in commands):
+            unpack_error = await _receive_objects(repository, commands, reader.rest(), reading_heads)
+    finally:
+        complete = await reading_heads
     if unpack_error is None:
         atomic = "atomic" in capabilities
         messages, recorded = await in_thread(apply_commands, credential, repository, commands, complete, atomic)
@@ -153,7 +159,7 @@ def report(commands: list[Command], unpack_error: str | None, messages: list[str
 
 
 async def _receive_objects(
-    repository: Repository, commands: list[Command], pack: AsyncIterator[bytes], complete: set[str]
+    repository: Repository, commands: list[Command], pack: AsyncIterator[bytes], heads: Awaitable[set[str]]
 ) -> str | None:
     """Index the pushed pack in a quarantine, check it is connected, move it into the
     repository; None, or why not (the whole push is then refused and nothing is kept)."""
@@ -169,7 +175,7 @@ async def _receive_objects(
     try:
         error = await _index_pack(git_dir, env, pack)
         if error is None:
-            error = await _check_connected(git_dir, env, [c.new for c in commands if not c.deletes], complete)
+            error = await _check_connected(git_dir, env, [c.new for c in commands if not c.deletes], await heads)
         if error is None:
             await asyncio.to_thread(_migrate, quarantine / "pack", objects / "pack")
         return error
@@ -179,10 +185,10 @@ async def _receive_objects(
 
 async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[bytes]) -> str | None:
     limit = settings.AGENTGIT["GIT_MAX_PUSH_BYTES"]
-    process = await asyncio.create_subprocess_exec(
-        "git", "--git-dir", os.fspath(git_dir), "index-pack", "--stdin", "--fix-thin", "--strict",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
-    )  # fmt: skip
+    process = await GitProcess.start(
+        ["git", "--git-dir", os.fspath(git_dir), "index-pack", "--stdin", "--fix-thin", "--strict"], env
+    )
+    assert process.stdin is not None
     received = 0
     sent = False
     try:
@@ -209,11 +215,19 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
 
 async def _check_connected(git_dir: Path, env: dict[str, str], tips: list[str], complete: set[str]) -> str | None:
     """Every object the new tips reach is in the repository or the pack, down to what the
-    streams already reach (what receive-pack checks, against the database's heads)."""
-    process = await asyncio.create_subprocess_exec(
-        "git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--quiet", "--stdin",
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
-    )  # fmt: skip
+    streams already reach (what receive-pack checks, against the database's heads).
+
+    The walk is ``pack-objects --revs --sparse`` writing to nowhere, not receive-pack's
+    ``rev-list --objects``: to leave out what a head reaches, rev-list reads the head's whole
+    tree (80 ms of a 100 000-file repository, for every push, whatever its size), while the
+    sparse walk descends only the paths the new commits changed. pack-objects reads every object
+    it walks to write it, so a missing one fails it as it fails rev-list; its sparse walk may take
+    in a few objects the heads reach as well, which only makes the check wider. No deltas are
+    searched (``--window=0``): the pack is thrown away. No bitmaps either: with two heads, a walk
+    through them cost 120 ms where the sparse walk costs 40."""
+    argv = ["git", "--git-dir", os.fspath(git_dir), "pack-objects", "--revs", "--sparse", "--no-use-bitmap-index"]
+    argv += ["--thin", "--window=0", "--stdout", "-q"]
+    process = await GitProcess.start(argv, env, stdout=subprocess.DEVNULL)
     _out, err = await process.communicate(_walk_input(tips, complete).encode())
     if process.returncode != 0:
         return "missing necessary objects: " + " ".join(err.decode(errors="replace").split())[:300]

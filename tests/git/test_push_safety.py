@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 
+import httpx
 import pytest
 
 from tests.deployment import ApiClient, Deployment
@@ -61,6 +62,52 @@ def test_a_push_over_the_limit_is_refused_and_nothing_is_kept(server, tmp_path):
     finally:
         server.stop_server()
         server.start_server(workers=1)
+
+
+def test_a_push_reaching_an_object_that_is_not_whole_is_refused(server, tmp_path):
+    # A tree already in the repository whose blob is not (as a crash of some other writer could
+    # leave, or a hand-made `git mktree --missing`): a pushed commit of that tree passes
+    # index-pack's own checks (the tree exists), so only the connectivity walk refuses it.
+    name = "incomplete"
+    with ApiClient(server.url, server.token) as rest:
+        rest.create_repo(name)
+        head = rest.write(name, None, {"README.md": "# whole\n"}, "base")
+        rest.integrate(name, rest.open_proposal(name, head)["id"])
+    directory = server.repository_dir(name)
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    tree = subprocess.run(
+        ["git", "--git-dir", os.fspath(directory), "mktree", "--missing"],
+        input=f"100644 blob {missing}\tlost.txt\n", capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    commit = f"tree {tree}\nparent {head}\nauthor A <a@example.com> 1700000000 +0000\n"
+    commit += "committer A <a@example.com> 1700000000 +0000\n\nreaches a lost blob\n"
+    local = tmp_path / "local.git"
+    git(tmp_path, "init", "-q", "--bare", os.fspath(local))
+    commit_id = subprocess.run(
+        ["git", "--git-dir", os.fspath(local), "hash-object", "-t", "commit", "-w", "--literally", "--stdin"],
+        input=commit, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    pack = subprocess.run(
+        ["git", "--git-dir", os.fspath(local), "pack-objects", "--stdout", "-q"],
+        input=f"{commit_id}\n".encode(), capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    command = f"{head} {commit_id} refs/heads/main\0report-status\n".encode()
+    body = b"%04x" % (len(command) + 4) + command + b"0000" + pack
+    packs = {path.name for path in (directory / "objects" / "pack").glob("*.pack")}
+
+    answer = httpx.post(
+        f"{server.url}/git/{name}.git/git-receive-pack",
+        content=body,
+        auth=("agent", server.token),
+        headers={"Content-Type": "application/x-git-receive-pack-request"},
+    )
+
+    assert answer.status_code == 200
+    assert b"unpack missing necessary objects" in answer.content and b"ng refs/heads/main" in answer.content
+    with ApiClient(server.url, server.token) as rest:
+        assert rest.head(name) == head
+    assert {path.name for path in (directory / "objects" / "pack").glob("*.pack")} == packs
+    assert not list((directory / "objects").glob("incoming-*"))
 
 
 def test_a_sigkill_in_the_middle_of_a_push_loses_nothing_acknowledged(server, tmp_path):

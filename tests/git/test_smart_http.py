@@ -59,6 +59,30 @@ def test_ls_remote_lists_head_and_streams_from_the_database(remote, rest):
     assert one == [_head(rest), "refs/heads/topic/ls"]
 
 
+def test_a_full_listing_follows_every_change_of_the_streams(remote, rest):
+    # A full listing is kept per repository until its refs change (repos/git_http/app.py):
+    # each change below must show in the next listing, over both protocols.
+    def listed() -> dict[str, dict[str, str]]:
+        answers = {}
+        for version in ("0", "2"):
+            lines = git(remote.work, "-c", f"protocol.version={version}", "ls-remote", remote.url()).stdout
+            answers[version] = dict(reversed(line.split("\t")) for line in lines.splitlines())
+        assert answers["0"] == answers["2"]
+        return answers["2"]
+
+    before = listed()
+    rest.create_stream(REPO, "topic/listed", _head(rest))
+    assert listed()["refs/heads/topic/listed"] == _head(rest)
+
+    head = rest.write(REPO, _head(rest), {"listed.txt": "listed\n"}, "listed")
+    rest.integrate(REPO, rest.open_proposal(REPO, head)["id"])
+    after = listed()
+    assert after["refs/heads/main"] == after["HEAD"] == head != before["refs/heads/main"]
+
+    rest.request("DELETE", f"/repos/{REPO}/streams/topic/listed", expect=(204,))
+    assert "refs/heads/topic/listed" not in listed()
+
+
 def test_fetch_after_a_rest_integration_brings_the_new_head(remote, rest):
     remote.clone("c", "-q")
     clone = remote.work / "c"
