@@ -289,29 +289,31 @@ class GitProcess:
     meanwhile, and a clone or a push starts up to three. :mod:`subprocess` uses ``vfork()``:
     about 3 ms."""
 
-    def __init__(self, popen: subprocess.Popen) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen,
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader | None,
+        stderr: asyncio.StreamReader,
+    ) -> None:
         self._popen = popen
-        self.stdin: asyncio.StreamWriter | None = None
-        self.stdout: asyncio.StreamReader | None = None
-        self.stderr: asyncio.StreamReader | None = None
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
 
     @classmethod
     async def start(cls, argv: list[str], env: dict[str, str], *, stdout: int = subprocess.PIPE) -> GitProcess:
         """``argv`` with its stdin and stderr as pipes, and stdout a pipe or ``subprocess.DEVNULL``."""
         popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, env=env)
-        process = cls(popen)
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
-            process.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
-            process.stderr = await _read_pipe(loop, popen.stderr)
-            if popen.stdout is not None:
-                process.stdout = await _read_pipe(loop, popen.stdout)
+            writer = asyncio.StreamWriter(transport, protocol, None, loop)
+            errors = await _read_pipe(loop, popen.stderr)
+            output = await _read_pipe(loop, popen.stdout) if popen.stdout is not None else None
         except BaseException:
             popen.kill()
             popen.wait()
             raise
-        return process
+        return cls(popen, writer, output, errors)
 
     @property
     def returncode(self) -> int | None:
@@ -328,7 +330,6 @@ class GitProcess:
 
     async def communicate(self, input: bytes = b"") -> tuple[bytes, bytes]:
         """Write ``input`` and close stdin, read stdout (if a pipe) and stderr to their ends, wait."""
-        assert self.stdin is not None and self.stderr is not None
 
         async def feed() -> None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -337,8 +338,8 @@ class GitProcess:
                     await self.stdin.drain()
             self.stdin.close()
 
-        reads = [self.stdout.read() if self.stdout is not None else asyncio.sleep(0, b""), self.stderr.read()]
-        _fed, out, err = await asyncio.gather(feed(), *reads)
+        stdout = self.stdout.read() if self.stdout is not None else asyncio.sleep(0, b"")
+        _fed, out, err = await asyncio.gather(feed(), stdout, self.stderr.read())
         await self.wait()
         return out, err
 
@@ -426,30 +427,29 @@ async def stream_through(
 ) -> None:
     """Run ``argv`` with ``first`` + ``rest`` as its stdin and stream its stdout as the answer."""
     process = await GitProcess.start(argv, env)
-
-    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
-    assert stdin is not None and stdout is not None and stderr is not None  # all three are pipes
+    stdin, stdout = process.stdin, process.stdout
+    assert stdout is not None  # started with a pipe
 
     async def feed() -> None:
         try:
             if first:
-                process.stdin.write(first)
-                await process.stdin.drain()
+                stdin.write(first)
+                await stdin.drain()
             async for chunk in rest:
-                process.stdin.write(chunk)
-                await process.stdin.drain()
+                stdin.write(chunk)
+                await stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
             with contextlib.suppress(Exception):
-                process.stdin.close()
+                stdin.close()
 
     feeder = asyncio.create_task(feed())
     errors = asyncio.create_task(process.stderr.read(64 * 1024))
     started = False
     try:
         while True:
-            chunk = await process.stdout.read(64 * 1024)
+            chunk = await stdout.read(64 * 1024)
             if not chunk:
                 break
             if not started:

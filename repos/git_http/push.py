@@ -188,7 +188,6 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
     process = await GitProcess.start(
         ["git", "--git-dir", os.fspath(git_dir), "index-pack", "--stdin", "--fix-thin", "--strict"], env
     )
-    assert process.stdin is not None
     received = 0
     sent = False
     try:
@@ -390,8 +389,10 @@ def _propose(credential: Credential, repository: Repository, name: str, command:
         )
         return lines
     if operation.state == operation.State.FAILED:
-        raise Invalid(f"integration failed: {operation.error.get('message', operation.error)}")
+        error = operation.error or {}
+        raise Invalid(f"integration failed: {error.get('message', error)}")
     outcome = operation.outcome
+    assert outcome is not None  # a done operation has its outcome
     kind = outcome["outcome"]
     if kind == "conflict":
         lines.append(f"conflict: proposal {proposal.pk} is not merged; {name} stays at {outcome['stream_head']}")

@@ -147,6 +147,7 @@ class _RefLock:
                 pause = min(pause * 2, 0.05)
 
     def commit(self, content: str) -> None:
+        assert self.fd is not None, "commit() is called on a lock that is held"
         os.write(self.fd, content.encode())
         self._close()
         os.replace(self.lock, self.path)
@@ -286,7 +287,8 @@ def desired_refs(repository: Repository, *, changesets: bool = True) -> dict[str
     refs: dict[str, str] = {}
     heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("name", "head")
     for name, head in heads.iterator():
-        refs[HEADS + name] = head
+        if head is not None:  # (filtered out above; for the type checker)
+            refs[HEADS + name] = head
     stream_heads = set(refs.values())
     recorded_head = Changeset.objects.filter(repository=repository, commit_id=OuterRef("head"))
     open_proposals = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
@@ -185,14 +186,15 @@ def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> lis
         for prefix in prefixes:
             condition |= _name_prefix(prefix)
         streams = streams.filter(condition)
-    return list(streams.order_by("name").values_list("name", "head"))
+    # Non-empty streams only (head__isnull=False), so every head is a str.
+    return cast(list[tuple[str, str]], list(streams.order_by("name").values_list("name", "head")))
 
 
 def stream_heads(repository: Repository) -> set[str]:
     """The distinct heads of the repository's streams: everything they reach is complete."""
     heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
     # No ordering: the default one (by name) would make DISTINCT return every stream's row.
-    return set(heads.order_by().distinct())
+    return cast(set[str], set(heads.order_by().distinct()))
 
 
 def _name_prefix(prefix: str) -> Q:
