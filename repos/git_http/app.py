@@ -197,9 +197,9 @@ def advertisement(repository: Repository, service: str, version2: bool) -> bytes
             return head + pktline.pkt(f"{default_head} HEAD\0{caps}\n") + listing.packets + pktline.FLUSH
     if not listing.streams:
         return head + pktline.pkt(f"{ZERO_ID} capabilities^{{}}\0{caps}\n") + pktline.FLUSH
-    name, oid = listing.streams[0]  # the first stream carries the capabilities
+    name, oid = listing.streams[0]  # the first stream carries the capabilities, in place of its packet
     first = pktline.pkt(f"{oid} refs/heads/{name}\0{caps}\n")
-    return head + first + listing.packets[_packet_length(name) :] + pktline.FLUSH
+    return head + first + listing.packets[len(_ref_packet(name, oid)) :] + pktline.FLUSH
 
 
 class Listing(NamedTuple):
@@ -213,10 +213,8 @@ class Listing(NamedTuple):
     packets: bytes
 
 
-def _packet_length(name: str) -> int:
-    # 4 (length) + 40 (oid) + 1 + 11 ("refs/heads/") + name + 1 ("\n"); names are ASCII
-    # (check_stream_name), so a str's length is its bytes'.
-    return 57 + len(name)
+def _ref_packet(name: str, oid: str) -> bytes:
+    return pktline.pkt(f"{oid} refs/heads/{name}\n")
 
 
 #: The last listing of the repositories most recently listed in full, by primary key.
@@ -239,8 +237,7 @@ def every_stream(repository: Repository) -> Listing:
     if kept is not None and kept.version == version:
         return kept
     streams = streams_by_prefix(repository, None)
-    packets = "".join([f"{_packet_length(name):04x}{oid} refs/heads/{name}\n" for name, oid in streams]).encode()
-    listing = Listing(version, streams, packets)
+    listing = Listing(version, streams, b"".join([_ref_packet(name, oid) for name, oid in streams]))
     with _LISTINGS_LOCK:
         _LISTINGS[repository.pk] = listing
         _LISTINGS.move_to_end(repository.pk)
@@ -390,8 +387,7 @@ def ls_refs(repository: Repository, arguments: list[bytes]) -> bytes:
             lines.append(pktline.pkt(f"unborn HEAD{target}\n"))
     if stream_prefixes is None:
         return b"".join(lines) + every_stream(repository).packets + pktline.FLUSH
-    for name, oid in streams_by_prefix(repository, stream_prefixes):
-        lines.append(pktline.pkt(f"{oid} {heads}{name}\n"))
+    lines += [_ref_packet(name, oid) for name, oid in streams_by_prefix(repository, stream_prefixes)]
     return b"".join(lines) + pktline.FLUSH
 
 
@@ -469,6 +465,5 @@ async def stream_through(
         feeder.cancel()
         errors.cancel()
         if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            process.kill()
             await process.wait()

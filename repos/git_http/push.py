@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
@@ -203,8 +202,7 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
         sent = True  # index-pack stopped reading by itself: its exit status says why
     finally:
         if not sent:  # over the limit, or the client went away: the pack is abandoned
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
+            process.kill()
             await process.wait()
     _out, err = await process.communicate()
     if process.returncode != 0:

@@ -120,7 +120,7 @@ def get_operation(repository: Repository, operation_id: object) -> Operation:
     if not rows:
         raise NotFound(f"no operation {operation_id} in {repository.name}")
     operation = instance(Operation, using, rows[0])
-    operation.stream = instance(Stream, using, rows[0], len(columns(Operation)))
+    operation.stream = instance(Stream, using, rows[0], _OPERATION_COLUMNS)
     return operation
 
 
@@ -215,6 +215,7 @@ _LOCKED_STREAM = Rows(
     write=True,
 )
 _STREAM_COLUMNS = len(columns(Stream))
+_OPERATION_COLUMNS = len(columns(Operation))
 #: The queued operations in order, each with its proposal and the proposal's author (and user).
 _QUEUED = Rows(
     lambda stream: (
@@ -258,19 +259,21 @@ def _locked_stream(stream_id: int) -> Stream | None:
     return stream
 
 
+#: Where a queued row's proposal, author and user columns begin.
+_AT_AUTHOR = _OPERATION_COLUMNS + len(columns(Proposal))
+_AT_USER = _AT_AUTHOR + len(columns(Credential))
+
+
 def _queued(stream: Stream, batch_size: int) -> list[Operation]:
     """The stream's first ``batch_size`` queued operations, each with its proposal and author."""
     using, rows = _QUEUED.all(stream.pk, model=Operation, limit=batch_size)
     operations = []
-    at_proposal = len(columns(Operation))
-    at_author = at_proposal + len(columns(Proposal))
-    at_user = at_author + len(columns(Credential))
     for row in rows:
         operation = instance(Operation, using, row)
-        proposal = instance(Proposal, using, row, at_proposal)
+        proposal = instance(Proposal, using, row, _OPERATION_COLUMNS)
         if proposal.author_id is not None:
-            credential = instance(Credential, using, row, at_author)
-            credential.user = instance(User, using, row, at_user)
+            credential = instance(Credential, using, row, _AT_AUTHOR)
+            credential.user = instance(User, using, row, _AT_USER)
             proposal.author = credential
         operation.proposal = proposal
         operations.append(operation)
