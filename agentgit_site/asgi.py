@@ -2,9 +2,9 @@
 
 Every connection passes the guards first (agentgit_site/guards.py), outermost first:
 ``LoadShedding`` (refuse beyond the requests in progress, before anything else is spent),
-``BodyLimit`` (refuse an oversized body before it is read), ``Admit`` (the presented credential,
-passed down in the scope), then the router. A surface mounted in the router — the git bridge and
-MCP to come — gets all three by being mounted there.
+``Admit`` (the presented credential, passed down in the scope), then the surfaces: the hot-read
+lane (repos/api/hot.py), git's smart HTTP (repos/git_http), ``BodyLimit`` (refuse an oversized
+body before it is read), and the router to Django, MCP and the WebSocket feed.
 """
 
 import gc
@@ -34,6 +34,7 @@ from agentgit_site.guards import Admit, BodyLimit, LoadShedding  # noqa: E402
 from agentgit_site.mcp import McpEndpoint, with_mcp  # noqa: E402
 from agentgit_site.observability import AccessLog  # noqa: E402
 from repos.api import events  # noqa: E402
+from repos.api.hot import HotReads  # noqa: E402
 from repos.git_http.app import GitHttp  # noqa: E402
 
 # The agent tools over MCP at /mcp (agentgit_site/mcp.py), behind the same guards as Django.
@@ -41,19 +42,23 @@ mcp_endpoint = McpEndpoint()
 
 # The access log (and request metrics) outermost: it sees every answer, refusals included.
 # Then the guards: shedding refuses before any work, and Admit reads the presented credential
-# once for every surface behind it (docs/adr/0004). Git's smart HTTP at /git/ streams packs both
-# ways with its own push limit, so it sits in front of the body limit.
+# once for every surface behind it (docs/adr/0004). The hot-read lane answers plain GETs of one
+# resource without Django's request cycle, and hands everything else on (repos/api/hot.py).
+# Git's smart HTTP at /git/ streams packs both ways with its own push limit, so it sits in front
+# of the body limit.
 application = AccessLog(
     LoadShedding(
         Admit(
-            GitHttp(
-                BodyLimit(
-                    ProtocolTypeRouter(
-                        {
-                            "http": with_mcp(mcp_endpoint, django_application),
-                            "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
-                            "lifespan": mcp_endpoint.lifespan,
-                        }
+            HotReads(
+                GitHttp(
+                    BodyLimit(
+                        ProtocolTypeRouter(
+                            {
+                                "http": with_mcp(mcp_endpoint, django_application),
+                                "websocket": URLRouter([path(events.ROUTE, events.EventsConsumer.as_asgi())]),
+                                "lifespan": mcp_endpoint.lifespan,
+                            }
+                        )
                     )
                 )
             )

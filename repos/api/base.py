@@ -15,6 +15,8 @@ serializer; :func:`page` pages a listing with opaque cursors (:mod:`.cursors`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter
@@ -60,6 +62,11 @@ class ApiView(APIView):
     #: Per-method scope overrides, e.g. ``{"POST": "admin"}`` (see permissions.required_scope).
     scopes: dict[str, str] = {}
     content_negotiation_class = JsonOnly
+    #: For a view whose GET answer depends on the URL's arguments alone (no query, no body,
+    #: nothing else of the request): a static method from those arguments to the answer's data,
+    #: raising the API's errors. ``get`` answers with it, and the hot-read lane (:mod:`.hot`)
+    #: calls it before Django's request cycle for a plain GET.
+    read: Callable[..., Any] | None = None
 
     def initial(self, request, *args, **kwargs) -> None:
         super().initial(request, *args, **kwargs)  # authentication, then the scope check

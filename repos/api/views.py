@@ -78,7 +78,11 @@ class RepoView(ApiView):
     @extend_schema(summary="Get a repository", responses={200: s.RepositorySerializer, **s.errors(404)})
     def get(self, request, repo):
         """The repository: its name, default stream, object format and creation time."""
-        return Response(s.represent(s.RepositorySerializer, repository(repo)))
+        return Response(self.read(repo))
+
+    @staticmethod
+    def read(repo):
+        return s.represent(s.RepositorySerializer, repository(repo))
 
 
 @extend_schema(tags=["streams"])
@@ -114,7 +118,11 @@ class StreamView(ApiView):
     @extend_schema(summary="Get a stream", responses={200: s.StreamSerializer, **s.errors(404)})
     def get(self, request, repo, stream):
         """The stream's head (null while empty); a stream name may contain '/'."""
-        return Response(s.represent(s.StreamSerializer, repositories.find_stream(repo, stream)))
+        return Response(self.read(repo, stream))
+
+    @staticmethod
+    def read(repo, stream):
+        return s.represent(s.StreamSerializer, repositories.find_stream(repo, stream))
 
     @extend_schema(summary="Delete a stream", responses={204: None, **s.errors(404)})
     def delete(self, request, repo, stream):
@@ -175,7 +183,11 @@ class ProposalView(ApiView):
     )
     def get(self, request, repo, proposal_id):
         """The proposal: its state, head, and once integrated its outcome and resulting changeset."""
-        return Response(s.ProposalSerializer(proposals.get_proposal(repository(repo), proposal_id)).data)
+        return Response(self.read(repo, proposal_id))
+
+    @staticmethod
+    def read(repo, proposal_id):
+        return s.ProposalSerializer(proposals.get_proposal(repository(repo), proposal_id)).data
 
 
 @extend_schema(tags=["proposals"])
@@ -232,4 +244,8 @@ class OperationView(ApiView):
     )
     def get(self, request, repo, operation_id):
         """An integration operation: queued, done (with ``outcome``) or failed (with ``error``)."""
-        return Response(s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data)
+        return Response(self.read(repo, operation_id))
+
+    @staticmethod
+    def read(repo, operation_id):
+        return s.OperationSerializer(integration.get_operation(repository(repo), operation_id)).data

@@ -154,7 +154,11 @@ class ChangesetView(ApiView):
     )
     def get(self, request, repo, changeset_id):
         """The changeset: parents, tree, message, and for those written here the operations and provenance."""
-        return Response(s.represent(s.ChangesetSerializer, content.get_changeset(repository(repo), changeset_id)))
+        return Response(self.read(repo, changeset_id))
+
+    @staticmethod
+    def read(repo, changeset_id):
+        return s.represent(s.ChangesetSerializer, content.get_changeset(repository(repo), changeset_id))
 
 
 @extend_schema(tags=["content"])

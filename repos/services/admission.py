@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 
-from ..errors import Unauthenticated
+from ..errors import RateLimited, Unauthenticated
 from ..models import Credential
 from . import ratelimit
 from .credentials import authenticate_token, require_scope
@@ -39,7 +39,7 @@ NO_CREDENTIAL = "authentication required: send 'Authorization: Bearer <token>'"
 
 
 class Admission:
-    """What one request presented, authenticated at most once, admitted at most once."""
+    """What one request presented, authenticated at most once, admitted (or refused) at most once."""
 
     def __init__(self, scheme: str | None = None, token: str | None = None, problem: str | None = None) -> None:
         #: How the token came: BEARER, BASIC, QUERY, or None (nothing this server reads).
@@ -47,6 +47,9 @@ class Admission:
         self._token = token
         self._outcome: Credential | Unauthenticated | None = Unauthenticated(problem) if problem else None
         self._admitted = False
+        #: The bucket's refusal, kept: asked again (the hot-read lane hands a refused read on to
+        #: Django, which asks again), the request is refused again, not charged or counted twice.
+        self._refused: RateLimited | None = None
 
     @classmethod
     def presented(cls, authorization: str | bytes | None, query_token: str | None = None) -> Admission:
@@ -89,8 +92,14 @@ class Admission:
             raise Unauthenticated(NO_CREDENTIAL)
         if not any(credential.has_scope(other) for other in alternatives):
             require_scope(credential, scope)
+        if self._refused is not None:
+            raise self._refused
         if not self._admitted:
-            ratelimit.take(credential)
+            try:
+                ratelimit.take(credential)
+            except RateLimited as refused:
+                self._refused = refused
+                raise
             self._admitted = True
         return credential
 

@@ -1,0 +1,190 @@
+"""The hot-read lane: plain GETs of one resource answered before Django's request cycle.
+
+Agents poll a stream's head before they land, and a proposal or an operation while they wait.
+Through Django each such read cost one server process ~1.6-1.9 ms of CPU, of which the read
+itself (the credential, the bucket, one indexed row, its JSON) is ~0.4 ms: the rest is the
+request cycle around it — Django's ASGI handler and request object, a dozen middleware, DRF's
+request, negotiation and response (docs/adr/0013, "the hot-read lane").
+
+:class:`HotReads` is ASGI middleware that answers such a GET itself when everything about it
+is plain: method GET, no query string, no body, a credential presented in a header, a host
+Django accepts, and a URL that Django resolves to a view with a ``read`` (:class:`.base.ApiView`).
+It then does what the view would, with the same functions and in the same order: admits the
+request's Admission for the method's scope (repos.services.admission, with
+:func:`.permissions.required_scope`), calls the view's ``read`` with the URL's arguments, and
+renders the data with DRF's JSON renderer under the headers Django's middleware would add.
+
+Every other case — any refusal or error (401, 403, 404, 429, a database error), a query, a
+HEAD, a body — goes on to Django unchanged, which answers it as always: errors keep their one
+table and their one shape. A request handed on keeps its Admission, which authenticates,
+charges the bucket and refuses at most once per request, so Django asking again costs no second
+lookup and no second token. tests/api/test_hot_reads.py holds both lanes to the same statuses,
+bodies and headers. ``AGENTGIT_HOT_READS=0`` turns the lane off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+from django.core import signals
+from django.http import HttpRequest
+from django.http.request import split_domain_port, validate_host
+from django.urls import Resolver404, resolve
+from rest_framework.renderers import JSONRenderer
+
+from agentgit_site.observability import note
+from repos.services.admission import SCOPE_KEY, Admission
+from repos.web.security import POLICY
+
+from .permissions import required_scope
+
+_PREFIX = "/api/v1/repos/"
+_RENDERER = JSONRenderer()
+
+
+class _Target:
+    """A URL that resolves to a view with a ``read``: what answering it needs."""
+
+    __slots__ = ("read", "kwargs", "route", "scope", "headers")
+
+    def __init__(self, view_class: Any, kwargs: dict[str, Any], route: str) -> None:
+        self.read = view_class.read
+        self.kwargs = kwargs
+        self.route = route
+        self.scope = required_scope("GET", view_class)
+        self.headers = _headers_of(view_class)
+
+
+@functools.lru_cache(maxsize=4096)
+def _target(path: str) -> _Target | None:
+    """The hot target of an API path, or None (Django resolves it, once per distinct path)."""
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return None
+    view_class = getattr(match.func, "view_class", None)
+    if getattr(view_class, "read", None) is None:
+        return None
+    return _Target(view_class, match.kwargs, match.route)
+
+
+@functools.cache
+def _headers_of(view_class: Any) -> tuple[tuple[bytes, bytes], ...]:
+    """The headers of a 200 from ``view_class`` but its length, in the order Django sends them:
+    DRF's (the type and ``Allow``), then its middleware's for a plain-HTTP request
+    (X-Frame-Options, our Content-Security-Policy, Django's SecurityMiddleware)."""
+    headers = [
+        ("content-type", _RENDERER.media_type),
+        ("allow", ", ".join(_set_up(view_class).allowed_methods)),
+        ("x-frame-options", settings.X_FRAME_OPTIONS.upper()),
+        ("content-security-policy", POLICY),
+    ]
+    if settings.SECURE_CONTENT_TYPE_NOSNIFF:
+        headers.append(("x-content-type-options", "nosniff"))
+    if settings.SECURE_REFERRER_POLICY:
+        headers.append(("referrer-policy", settings.SECURE_REFERRER_POLICY))
+    if settings.SECURE_CROSS_ORIGIN_OPENER_POLICY:
+        headers.append(("cross-origin-opener-policy", settings.SECURE_CROSS_ORIGIN_OPENER_POLICY))
+    return tuple((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers)
+
+
+def _set_up(view_class: Any) -> Any:
+    """An instance as Django sets one up for a request (``setup`` gives it ``head``)."""
+    view = view_class()
+    view.setup(HttpRequest())
+    return view
+
+
+def _enabled() -> bool:
+    """On, unless off, or unless Django's middleware would answer by the request's transport
+    (an HTTPS redirect, HSTS on secure requests, a proxy's forwarded host or scheme), which the
+    lane does not look at."""
+    return bool(
+        settings.AGENTGIT["HOT_READS"]
+        and not settings.SECURE_SSL_REDIRECT
+        and not settings.SECURE_HSTS_SECONDS
+        and not settings.SECURE_PROXY_SSL_HEADER
+        and not settings.USE_X_FORWARDED_HOST
+    )
+
+
+def _host_allowed(host: bytes | None) -> bool:
+    """Whether Django's ``get_host`` would accept the Host header (CommonMiddleware asks it of
+    every request, and answers 400 otherwise)."""
+    if not host:
+        return False
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host.decode("latin-1"))
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def _plain_target(scope: dict) -> _Target | None:
+    """The target of a plain GET of a resource with a ``read``; None for anything else."""
+    if scope["type"] != "http" or scope["method"] != "GET" or scope.get("query_string"):
+        return None
+    path = scope["path"]
+    if not path.startswith(_PREFIX):
+        return None
+    admission = scope.get(SCOPE_KEY)
+    if not isinstance(admission, Admission) or admission.scheme is None:
+        return None  # nothing presented in a header: Django answers (a 401, or a session's read)
+    host = None
+    for name, value in scope["headers"]:
+        if name == b"content-length" or name == b"transfer-encoding":
+            return None
+        if name == b"host":
+            host = value
+    if not _host_allowed(host) or not _enabled():
+        return None
+    return _target(path)
+
+
+class HotReads:
+    """ASGI middleware (agentgit_site/asgi.py, inside ``Admit``): answers plain GETs of a
+    resource with a ``read``, and passes every other request on."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        # The reads are blocking database calls (Django refuses them on the event loop): one
+        # hop to a pooled thread and back, where Django's cycle takes one hop as well. Few
+        # threads: more of them only fight the event loop for the GIL (settings.py).
+        self._threads = ThreadPoolExecutor(
+            max_workers=max(1, settings.AGENTGIT["HOT_READ_THREADS"]), thread_name_prefix="agentgit-hot"
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        target = _plain_target(scope)
+        if target is not None:
+            body = await asyncio.get_running_loop().run_in_executor(self._threads, _answer, scope, target)
+            if body is not None:
+                headers = [*target.headers, (b"content-length", str(len(body)).encode())]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _answer(scope: dict, target: _Target) -> bytes | None:
+    """The 200's body, or None when anything but a 200 would be the answer (Django gives it).
+
+    Inside Django's ``request_started`` and ``request_finished``, as a request through Django
+    is: the thread's database connections are checked before and given back after.
+    """
+    signals.request_started.send(sender=HotReads, scope=scope)
+    try:
+        admission: Admission = scope[SCOPE_KEY]
+        try:
+            credential = admission.admit(target.scope)  # as the view's permission check does
+            data = target.read(**target.kwargs)
+        except Exception:  # an API error or anything else: Django answers it, from its one table
+            return None
+        note(scope, route=target.route, credential=credential)
+        return _RENDERER.render(data)
+    finally:
+        signals.request_finished.send(sender=HotReads)
