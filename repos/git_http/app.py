@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import threading
@@ -278,13 +279,23 @@ def _ask_git_empty_repository(command: str, env: dict[str, str]) -> bytes:
 
 
 class GitProcess:
-    """A git child process with asyncio streams for its pipes (what ``asyncio.subprocess``
-    gives), started by :mod:`subprocess`.
+    """A git child process with asyncio streams for its standard input, output and error (what
+    ``asyncio.subprocess`` gives), started by :mod:`subprocess`.
 
     The server runs on uvloop, whose subprocesses are started with ``fork()``: 25–35 ms from a
     server process of a few hundred MB (its page tables are copied), with the event loop blocked
     meanwhile, and a clone or a push starts up to three. :mod:`subprocess` uses ``vfork()``:
-    about 3 ms."""
+    about 3 ms.
+
+    The child's standard streams are socket pairs, not pipes. A loop transport made on a pipe's
+    file object closes the descriptor twice under uvloop: libuv closes it, then uvloop closes the
+    file object (expecting EBADF). Between the two, another thread may have opened a file and
+    been given that number, and its file is what the second close closes (one clean-clone CI run
+    failed a blob upload that way: ``OSError: [Errno 9]`` in the object store's directory fsync).
+    uvloop detaches a socket object instead of closing it, and asyncio's own loop closes it once,
+    so every descriptor here is closed exactly once — when its transport is closed. A transport
+    left to the garbage collector is closed by uvloop without that care, so whoever starts a
+    process closes it (:meth:`close`; :meth:`communicate` does)."""
 
     def __init__(
         self,
@@ -292,25 +303,49 @@ class GitProcess:
         stdin: asyncio.StreamWriter,
         stdout: asyncio.StreamReader | None,
         stderr: asyncio.StreamReader,
+        transports: list[asyncio.BaseTransport],
     ) -> None:
         self._popen = popen
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self._transports = transports
 
     @classmethod
     async def start(cls, argv: list[str], env: dict[str, str], *, stdout: int = subprocess.PIPE) -> GitProcess:
-        """``argv`` with its stdin and stderr as pipes, and stdout a pipe or ``subprocess.DEVNULL``."""
-        popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE, env=env)
-        loop = asyncio.get_running_loop()
-        try:
-            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
-            writer = asyncio.StreamWriter(transport, protocol, None, loop)
-            errors = await _read_pipe(loop, popen.stderr)
-            output = await _read_pipe(loop, popen.stdout) if popen.stdout is not None else None
-        except BaseException:
-            popen.kill()
-            popen.wait()
-            raise
-        return cls(popen, writer, output, errors)
+        """``argv`` with its stdin and stderr connected, and stdout connected or ``subprocess.DEVNULL``."""
+        with contextlib.ExitStack() as ours:  # our ends, until a transport owns them
+            pairs = {
+                name: socket.socketpair()
+                for name in ("stdin", "stderr", "stdout")[: 3 if stdout == subprocess.PIPE else 2]
+            }
+            for mine, _theirs in pairs.values():
+                ours.callback(mine.close)
+            try:
+                popen = subprocess.Popen(
+                    argv,
+                    stdin=pairs["stdin"][1].fileno(),
+                    stdout=pairs["stdout"][1].fileno() if "stdout" in pairs else stdout,
+                    stderr=pairs["stderr"][1].fileno(),
+                    env=env,
+                )
+            finally:
+                for _mine, theirs in pairs.values():
+                    theirs.close()  # the child has its copies: its ends of the streams
+            loop = asyncio.get_running_loop()
+            transports: list[asyncio.BaseTransport] = []
+            try:
+                transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pairs["stdin"][0])
+                transports.append(transport)
+                writer = asyncio.StreamWriter(transport, protocol, None, loop)
+                errors = await _read_pipe(loop, pairs["stderr"][0], transports)
+                output = await _read_pipe(loop, pairs["stdout"][0], transports) if "stdout" in pairs else None
+            except BaseException:
+                for made in transports:
+                    made.close()
+                popen.kill()
+                popen.wait()
+                raise
+            ours.pop_all()  # each end is its transport's now
+        return cls(popen, writer, output, errors, transports)
 
     @property
     def returncode(self) -> int | None:
@@ -325,6 +360,11 @@ class GitProcess:
         with contextlib.suppress(ProcessLookupError):
             self._popen.kill()
 
+    def close(self) -> None:
+        """Close the process's streams (what is unread is dropped); closing again does nothing."""
+        for transport in self._transports:
+            transport.close()
+
     async def communicate(self, input: bytes = b"") -> tuple[bytes, bytes]:
         """Write ``input`` and close stdin, read stdout (if a pipe) and stderr to their ends, wait."""
 
@@ -336,14 +376,20 @@ class GitProcess:
             self.stdin.close()
 
         stdout = self.stdout.read() if self.stdout is not None else asyncio.sleep(0, b"")
-        _fed, out, err = await asyncio.gather(feed(), stdout, self.stderr.read())
-        await self.wait()
+        try:
+            _fed, out, err = await asyncio.gather(feed(), stdout, self.stderr.read())
+            await self.wait()
+        finally:
+            self.close()
         return out, err
 
 
-async def _read_pipe(loop: asyncio.AbstractEventLoop, pipe) -> asyncio.StreamReader:
+async def _read_pipe(
+    loop: asyncio.AbstractEventLoop, end: socket.socket, transports: list[asyncio.BaseTransport]
+) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), pipe)
+    transport, _protocol = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), end)
+    transports.append(transport)
     return reader
 
 
@@ -467,3 +513,4 @@ async def stream_through(
         if process.returncode is None:
             process.kill()
             await process.wait()
+        process.close()

@@ -204,6 +204,7 @@ async def _index_pack(git_dir: Path, env: dict[str, str], pack: AsyncIterator[by
         if not sent:  # over the limit, or the client went away: the pack is abandoned
             process.kill()
             await process.wait()
+            process.close()
     _out, err = await process.communicate()
     if process.returncode != 0:
         return "index-pack failed: " + " ".join(err.decode(errors="replace").split())[:300]
