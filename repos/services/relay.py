@@ -407,11 +407,24 @@ class Topic:
     #: Pushes that arrived while a gap was being filled, handled next, in arrival order.
     waiting: list[list[Message]] = field(default_factory=list)
     filling: bool = False
+    #: When a push was last heard, and when the outbox was last read past ``last`` (monotonic).
+    heard: float = 0.0
+    checked: float = 0.0
 
 
 class Relay:
     """This process's relay (one per event loop): follows the repositories its subscribers
-    follow, and offers every event to each, in order, gaps filled from the outbox."""
+    follow, and offers every event to each, in order, gaps filled from the outbox.
+
+    A lost push shows as a jump at the next push, but a lost push that ended a burst has no
+    next one: so a repository's outbox is also read once :attr:`TAIL_CHECK_S` after the last
+    push heard, and every :attr:`QUIET_CHECK_S` while it has subscribers here. One query per
+    repository and process, whatever the number of subscribers; none for a repository this
+    process has heard nothing of yet.
+    """
+
+    TAIL_CHECK_S = 1.0
+    QUIET_CHECK_S = 30.0
 
     def __init__(self, transport: Transport, capacity: int) -> None:
         self.transport = transport
@@ -419,12 +432,16 @@ class Relay:
         self.topics: dict[int, Topic] = {}
         self._encoded: OrderedDict[tuple[int, int, Callable], Any] = OrderedDict()
         self._listener: asyncio.Task | None = None
+        self._tails: asyncio.Task | None = None
 
     async def subscribe(self, repository_id: int, after: int, wants: Filter = Filter()) -> Subscription:
         """A new subscriber to one repository, from after the id ``after``."""
         if self._listener is None or self._listener.done():
             self._listener = asyncio.ensure_future(self.transport.listen(self.deliver))
             self._listener.add_done_callback(_log_end)
+        if self._tails is None or self._tails.done():
+            self._tails = asyncio.ensure_future(self._check_tails())
+            self._tails.add_done_callback(_log_end)
         topic = self.topics.get(repository_id)
         subscription = Subscription(self, repository_id, after, wants, self.capacity)
         if topic is None:
@@ -462,6 +479,7 @@ class Relay:
         topic = self.topics.get(repository_id)
         if topic is None or not messages:
             return
+        topic.heard = time.monotonic()
         if topic.filling:
             topic.waiting.append(messages)
             return
@@ -499,6 +517,29 @@ class Relay:
             if not topic.subscribers and self.topics.get(repository_id) is topic and not topic.filling:
                 del self.topics[repository_id]
                 await self.transport.unfollow(repository_id)
+
+    async def _check_tails(self) -> None:
+        """Read past each topic's last relayed id when it is due (see the class): what a lost
+        last push left out is relayed as a push would have been."""
+        while True:
+            await asyncio.sleep(self.TAIL_CHECK_S)
+            now = time.monotonic()
+            for repository_id, topic in list(self.topics.items()):
+                after_burst = topic.checked < topic.heard <= now - self.TAIL_CHECK_S
+                if (
+                    topic.filling
+                    or topic.last is None
+                    or not (after_burst or now - topic.checked >= self.QUIET_CHECK_S)
+                ):
+                    continue
+                topic.checked = now
+                try:
+                    rows = await _read(repository_id, topic.last)
+                except Exception:
+                    logger.exception("reading repository %d's latest events", repository_id)
+                    continue
+                if rows and self.topics.get(repository_id) is topic:
+                    self.deliver(repository_id, rows)
 
     def _fan_out(self, topic: Topic, messages: list[Message]) -> None:
         messages = [message for message in messages if "data" in message]

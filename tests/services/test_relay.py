@@ -59,6 +59,26 @@ def test_lost_and_out_of_order_pushes_are_filled_from_the_outbox(tmp_path):
     assert asyncio.run(scenario()) == [3, 4, 5, 6, 7, 8]
 
 
+def test_a_lost_last_push_is_read_from_the_outbox_soon_after(tmp_path):
+    repository = create_repository("tail")  # events 1 and 2
+
+    async def scenario() -> list[int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=100)
+        subscription = await relay.subscribe(repository.pk, after=2)
+        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["a"]))  # 3
+        ids = await drain(subscription, 3)  # caught up: from here on it hears only the relay
+        fourth, _fifth = await asyncio.to_thread(committed, repository, ["b", "c"])
+        relay.deliver(repository.pk, [fourth])  # 5's push is lost, and nothing comes after it
+        while not ids or ids[-1] < 5:
+            batch = await subscription.next(timeout_s=3 * Relay.TAIL_CHECK_S + 1)
+            assert batch, f"nothing more after {ids}"
+            ids += [message["id"] for message in batch]
+        subscription.close()
+        return ids
+
+    assert asyncio.run(scenario()) == [3, 4, 5]
+
+
 def test_a_subscriber_too_far_behind_is_dropped_with_its_resume_id_and_delays_no_one(tmp_path):
     repository = create_repository("slow")
 
