@@ -539,6 +539,9 @@ class Relay:
                     logger.exception("reading repository %d's latest events", repository_id)
                     continue
                 if rows and self.topics.get(repository_id) is topic:
+                    logger.info(
+                        "repository %d: %d events after %d came with no push", repository_id, len(rows), topic.last
+                    )
                     self.deliver(repository_id, rows)
 
     def _fan_out(self, topic: Topic, messages: list[Message]) -> None:
