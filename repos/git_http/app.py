@@ -313,10 +313,8 @@ class GitProcess:
     async def start(cls, argv: list[str], env: dict[str, str], *, stdout: int = subprocess.PIPE) -> GitProcess:
         """``argv`` with its stdin and stderr connected, and stdout connected or ``subprocess.DEVNULL``."""
         with contextlib.ExitStack() as ours:  # our ends, until a transport owns them
-            pairs = {
-                name: socket.socketpair()
-                for name in ("stdin", "stderr", "stdout")[: 3 if stdout == subprocess.PIPE else 2]
-            }
+            names = ("stdin", "stderr", "stdout") if stdout == subprocess.PIPE else ("stdin", "stderr")
+            pairs = {name: socket.socketpair() for name in names}
             for mine, _theirs in pairs.values():
                 ours.callback(mine.close)
             try:

@@ -97,8 +97,7 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
     if not importable:
         return result
     git_dir = repository_path(repository.name)
-    heads = Stream.objects.filter(repository=repository, head__isnull=False).values_list("head", flat=True)
-    known_heads = {head for head in heads if head is not None}
+    known_heads = repositories.stream_heads(repository)
     tips = sorted(set(importable.values()))
     _fetch(git_dir, path, tips)
     new = _unreached(git_dir, tips, known_heads)
