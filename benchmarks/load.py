@@ -589,10 +589,17 @@ def ratelimit(ctx: Context) -> list[Row]:
         },
     )  # fmt: skip
     window.fill(row)
-    # When the server took a token is known to within a request's time: as many tokens may differ.
-    p50_s = (row.latency_ms["p50"] or 0) / 1000
-    if abs(admitted - allowed) > max(RATE_TOLERANCE * allowed, RATE * p50_s, 1):
-        row.problems.append(f"ratelimit: admitted {admitted}, the bucket admits {allowed} (within 1 %)")
+    # The server took each token somewhere within its request's time, modelled as the middle: the
+    # span the bucket refilled over is known to within half the slowest time among the first
+    # requests (one a client) and among the last, and as many tokens may differ (a 3 s smoke run
+    # on a loaded machine: 238 admitted where the model said 242, with 239.2 = burst + rate × time).
+    ends = [ms for _, ms, *_ in hammer[:8]], [ms for _, ms, *_ in hammer[-8:]]
+    uncertain_tokens = RATE * (max(ends[0]) + max(ends[1])) / 2000 if hammer else 0.0
+    if abs(admitted - allowed) > max(RATE_TOLERANCE * allowed, uncertain_tokens, 1):
+        row.problems.append(
+            f"ratelimit: admitted {admitted}, the bucket admits {allowed} "
+            f"(within 1 % or {uncertain_tokens:.1f} tokens, the requests' time at the run's ends)"
+        )
     if row.failures:
         row.problems.append(f"ratelimit: refusals other than 429 rate_limited: {row.failures}")
     if second_ok != len(second) or not second:
