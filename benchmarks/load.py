@@ -593,8 +593,9 @@ def ratelimit(ctx: Context) -> list[Row]:
     # span the bucket refilled over is known to within half the slowest time among the first
     # requests (one a client) and among the last, and as many tokens may differ (a 3 s smoke run
     # on a loaded machine: 238 admitted where the model said 242, with 239.2 = burst + rate × time).
-    ends = [ms for _, ms, *_ in hammer[:8]], [ms for _, ms, *_ in hammer[-8:]]
-    uncertain_tokens = RATE * (max(ends[0]) + max(ends[1])) / 2000 if hammer else 0.0
+    slowest_first = max((ms for _, ms, *_ in hammer[:8]), default=0.0)
+    slowest_last = max((ms for _, ms, *_ in hammer[-8:]), default=0.0)
+    uncertain_tokens = RATE * (slowest_first + slowest_last) / 2000
     if abs(admitted - allowed) > max(RATE_TOLERANCE * allowed, uncertain_tokens, 1):
         row.problems.append(
             f"ratelimit: admitted {admitted}, the bucket admits {allowed} "
