@@ -18,8 +18,9 @@ The transports (docs/adr/0011-event-relay.md says why these two):
   directory's ``relay/``: a publisher sends each batch to every socket there.
 
 A push can be lost (a full socket, a Redis hiccup, a process that subscribed a moment late) or
-arrive out of order (two workers commit one after the other, their pushes race). Sequence
-numbers are gapless, so both show as a jump: the relay reads the missing rows from the outbox
+arrive out of order (two workers commit one after the other, their pushes race; one process's
+push can hold its own events 4 and 6 while another's holds 5). Sequence numbers are gapless, so
+each shows as a jump, before a push or inside it: the relay reads the missing rows from the outbox
 (one query per process, not per subscriber) before going on, and drops what it has already
 relayed. A subscriber catches up from the outbox by itself when it starts (resume) and when its
 own position and the relay's differ. So every subscriber sees every event once, in order.
@@ -491,7 +492,11 @@ class Relay:
         fresh = [message for message in messages if message["id"] > topic.last]
         if not fresh:
             return
-        if fresh[0]["id"] > topic.last + 1 or any("data" not in message for message in fresh):
+        # Ids are gapless, so anything but last+1, last+2, ... is a hole: before the push, or
+        # inside it (one process's publisher sends the events its own process committed, and
+        # another process can have committed one between two of them).
+        in_order = all(message["id"] == topic.last + 1 + i for i, message in enumerate(fresh))
+        if not in_order or any("data" not in message for message in fresh):
             topic.filling = True
             topic.waiting.insert(0, fresh)
             asyncio.ensure_future(self._fill(repository_id, topic, fresh[-1]["id"]))

@@ -59,6 +59,26 @@ def test_lost_and_out_of_order_pushes_are_filled_from_the_outbox(tmp_path):
     assert asyncio.run(scenario()) == [3, 4, 5, 6, 7, 8]
 
 
+def test_a_push_with_a_hole_waits_for_the_event_another_process_committed_between(tmp_path):
+    # Each process's publisher sends the events its own process committed: one that committed
+    # 4 and 6 can push them together while 5, committed by another process, is still on its way.
+    repository = create_repository("interleaved")  # events 1 and 2
+
+    async def scenario() -> list[int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=100)
+        subscription = await relay.subscribe(repository.pk, after=2)
+        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["a"]))  # 3
+        ids = await drain(subscription, 3)  # caught up: from here on it hears only the relay
+        fourth, fifth, sixth = await asyncio.to_thread(committed, repository, ["a", "b", "a"])
+        relay.deliver(repository.pk, [fourth, sixth])  # one process's push
+        relay.deliver(repository.pk, [fifth])  # the other's, late
+        ids += await drain(subscription, 6)
+        subscription.close()
+        return ids
+
+    assert asyncio.run(scenario()) == [3, 4, 5, 6]
+
+
 def test_a_lost_last_push_is_read_from_the_outbox_soon_after(tmp_path):
     repository = create_repository("tail")  # events 1 and 2
 
