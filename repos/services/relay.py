@@ -334,6 +334,7 @@ class Subscription:
 
     async def next(self, timeout_s: float) -> list[Message]:
         """The next events this subscriber wants, in order; [] after ``timeout_s`` of silence."""
+        deadline: float | None = None
         while True:
             if not self.caught_up:  # resume: the outbox until it has nothing newer
                 rows = await _read(self.repository_id, self.after)
@@ -373,13 +374,21 @@ class Subscription:
             if timeout_s == float("inf"):
                 await self.wake.wait()
                 continue
-            try:
-                # wait_for, not asyncio.timeout: under Django's streaming response the task can
-                # carry a cancellation request already, and 3.11's timeout then lets the
-                # CancelledError out instead of a TimeoutError, ending the stream.
-                await asyncio.wait_for(self.wake.wait(), timeout_s)
-            except TimeoutError:
+            # The silence ends with a timer that sets ``wake``, not with a cancellation:
+            # asyncio.wait_for makes a task per wait (it was a third of an SSE delivery's CPU),
+            # and under Django's streaming response the task can carry a cancellation request
+            # already, which 3.11's asyncio.timeout then lets out as CancelledError.
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + timeout_s
+            left = deadline - loop.time()
+            if left <= 0:
                 return []
+            timer = loop.call_later(left, self.wake.set)
+            try:
+                await self.wake.wait()
+            finally:
+                timer.cancel()
 
     def encoded(self, message: Message, encode: Callable[[Message], Any]) -> Any:
         """``encode(message)``, computed once per event and form in this process, however many
