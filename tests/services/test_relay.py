@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 
 from repos.services.events import append_event, wire
-from repos.services.relay import Filter, Relay, SocketTransport, TooFarBehind
+from repos.services.relay import Filter, Relay, SocketTransport, Subscription, TooFarBehind
 from repos.services.repositories import create_repository
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +36,14 @@ async def drain(subscription, until: int) -> list[int]:
         assert batch, f"nothing more after {ids}"
         ids += [message["id"] for message in batch]
     return ids
+
+
+async def following(relay: Relay, repository) -> tuple[Subscription, list[int]]:
+    """A subscriber from after event 2 that has its event 3 from the relay: caught up, so from
+    then on it hears only the relay."""
+    subscription = await relay.subscribe(repository.pk, after=2)
+    relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["a"]))  # 3
+    return subscription, await drain(subscription, 3)
 
 
 def test_lost_and_out_of_order_pushes_are_filled_from_the_outbox(tmp_path):
@@ -66,9 +74,7 @@ def test_a_push_with_a_hole_waits_for_the_event_another_process_committed_betwee
 
     async def scenario() -> list[int]:
         relay = Relay(SocketTransport(tmp_path), capacity=100)
-        subscription = await relay.subscribe(repository.pk, after=2)
-        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["a"]))  # 3
-        ids = await drain(subscription, 3)  # caught up: from here on it hears only the relay
+        subscription, ids = await following(relay, repository)
         fourth, fifth, sixth = await asyncio.to_thread(committed, repository, ["a", "b", "a"])
         relay.deliver(repository.pk, [fourth, sixth])  # one process's push
         relay.deliver(repository.pk, [fifth])  # the other's, late
@@ -84,9 +90,7 @@ def test_a_lost_last_push_is_read_from_the_outbox_soon_after(tmp_path):
 
     async def scenario() -> list[int]:
         relay = Relay(SocketTransport(tmp_path), capacity=100)
-        subscription = await relay.subscribe(repository.pk, after=2)
-        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["a"]))  # 3
-        ids = await drain(subscription, 3)  # caught up: from here on it hears only the relay
+        subscription, ids = await following(relay, repository)
         fourth, _fifth = await asyncio.to_thread(committed, repository, ["b", "c"])
         relay.deliver(repository.pk, [fourth])  # 5's push is lost, and nothing comes after it
         while not ids or ids[-1] < 5:
