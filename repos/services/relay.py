@@ -313,6 +313,8 @@ class Subscription:
     through: int = 0
     dropped: bool = False
     caught_up: bool = False
+    #: Its last outbox read ended before the relay's offers: the next read decides (see next()).
+    read_again: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offer(self, first: int, last: int, wanted: list[Message]) -> None:
@@ -339,10 +341,18 @@ class Subscription:
             if not self.caught_up:  # resume: the outbox until it has nothing newer
                 rows = await _read(self.repository_id, self.after)
                 self.caught_up = len(rows) < BATCH
-                if self.caught_up and self.offered_from is not None and self.offered_from > self._last(rows) + 1:
-                    # The outbox ends before what the relay offered: those ids are not this
-                    # repository's (a push from another deployment on the same broker), and
-                    # reading again would find nothing more. Dropped, not waited for.
+                outbox_ends_first = (
+                    self.caught_up and self.offered_from is not None and self.offered_from > self._last(rows) + 1
+                )
+                # The relay offered ids past the end of what this read saw. Once, that is a read
+                # begun before they committed, with the pushes between lost before the relay
+                # started: read again. Twice, they are not this repository's (a push from another
+                # deployment on the same broker), and reading again would find nothing more:
+                # dropped, not waited for.
+                self.read_again = outbox_ends_first and not self.read_again
+                if self.read_again:
+                    self.caught_up = False
+                elif outbox_ends_first:
                     logger.warning(
                         "repository %d: relayed ids from %d are not in its outbox",
                         self.repository_id,
@@ -519,10 +529,17 @@ class Relay:
             while topic.last is not None and topic.last < through:
                 rows = await _read(repository_id, topic.last)
                 if not rows:
+                    # The outbox ends before the push: its ids are not this repository's (a push
+                    # from another deployment on the same broker). Dropped, not read again.
+                    logger.warning("repository %d: pushed ids through %d are not in its outbox", repository_id, through)
+                    topic.waiting.pop(0)  # the push that began this fill (deliver put it first)
                     break
                 self._fan_out(topic, rows)
         except Exception:
             logger.exception("filling a gap in repository %d's events", repository_id)
+            # Then again with the pushes gathered meanwhile, not at once: with the database
+            # down, retrying at once would be a busy loop.
+            await asyncio.sleep(self.TAIL_CHECK_S)
         finally:
             topic.filling = False
             waiting, topic.waiting = topic.waiting, []

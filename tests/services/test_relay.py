@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from django.db import transaction
 
+from repos.services import relay as relay_module
 from repos.services.events import append_event, wire
 from repos.services.relay import Filter, Relay, SocketTransport, Subscription, TooFarBehind
 from repos.services.repositories import create_repository
@@ -83,6 +84,63 @@ def test_a_push_with_a_hole_waits_for_the_event_another_process_committed_betwee
         return ids
 
     assert asyncio.run(scenario()) == [3, 4, 5, 6]
+
+
+def test_a_subscriber_whose_first_read_was_too_early_for_the_relay_reads_again(tmp_path, monkeypatch):
+    # A process's relay starts at the first push it hears. When the push before it was lost
+    # (sent before the process followed the repository), a new subscriber's first outbox read
+    # can end before both: it must read again rather than take the relay for ahead of the outbox.
+    repository = create_repository("started")  # events 1 and 2
+    read = relay_module._read
+    interleaved: list[int] = []
+
+    async def read_then_commit(repository_id: int, after: int):
+        rows = await read(repository_id, after)
+        if not interleaved:  # while the first read was on its way: 3 (push lost) and 4 commit
+            _third, fourth = await asyncio.to_thread(committed, repository, ["a", "b"])
+            interleaved.append(fourth["id"])
+            the_relay.deliver(repository.pk, [fourth])  # the relay starts at 4
+        return rows
+
+    monkeypatch.setattr(relay_module, "_read", read_then_commit)
+    the_relay = Relay(SocketTransport(tmp_path), capacity=100)
+
+    async def scenario() -> list[int]:
+        subscription = await the_relay.subscribe(repository.pk, after=2)
+        ids = await drain(subscription, 4)
+        subscription.close()
+        return ids
+
+    assert asyncio.run(scenario()) == [3, 4]
+
+
+def test_pushed_ids_the_outbox_does_not_have_are_dropped_after_one_read(tmp_path, monkeypatch):
+    repository = create_repository("foreign")  # events 1 and 2
+    read = relay_module._read
+    reads: list[int] = []
+
+    async def counted(repository_id: int, after: int):
+        reads.append(after)
+        return await read(repository_id, after)
+
+    monkeypatch.setattr(relay_module, "_read", counted)
+
+    async def scenario() -> list[int]:
+        relay = Relay(SocketTransport(tmp_path), capacity=100)
+        subscription, ids = await following(relay, repository)
+        foreign = {
+            "id": 50,
+            "event": "stream.integrate",
+            "data": {"stream": "x", "seq": 50, "created": "2026-01-01T00:00:00Z"},
+        }
+        relay.deliver(repository.pk, [foreign])  # another deployment's event 50
+        relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["b"]))  # 4
+        ids += await drain(subscription, 4)
+        subscription.close()
+        return ids
+
+    assert asyncio.run(scenario()) == [3, 4]
+    assert len(reads) <= 3  # the subscriber's first read, and one for the foreign push (not a loop)
 
 
 def test_a_lost_last_push_is_read_from_the_outbox_soon_after(tmp_path):
