@@ -136,11 +136,14 @@ def test_pushed_ids_the_outbox_does_not_have_are_dropped_after_one_read(tmp_path
         relay.deliver(repository.pk, [foreign])  # another deployment's event 50
         relay.deliver(repository.pk, await asyncio.to_thread(committed, repository, ["b"]))  # 4
         ids += await drain(subscription, 4)
+        await asyncio.sleep(0.5)  # long enough for a loop to show
         subscription.close()
         return ids
 
     assert asyncio.run(scenario()) == [3, 4]
-    assert len(reads) <= 3  # the subscriber's first read, and one for the foreign push (not a loop)
+    # The subscriber's first read, the fill's one or two, perhaps a tail check: a handful, where
+    # filling the foreign push again and again made hundreds.
+    assert len(reads) < 10, reads
 
 
 def test_a_lost_last_push_is_read_from_the_outbox_soon_after(tmp_path):
