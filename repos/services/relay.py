@@ -457,10 +457,10 @@ class Relay:
     async def subscribe(self, repository_id: int, after: int, wants: Filter = Filter()) -> Subscription:
         """A new subscriber to one repository, from after the id ``after``."""
         if self._listener is None or self._listener.done():
-            self._listener = asyncio.ensure_future(self.transport.listen(self.deliver))
+            self._listener = asyncio.create_task(self.transport.listen(self.deliver), name="event relay listener")
             self._listener.add_done_callback(_log_end)
         if self._tails is None or self._tails.done():
-            self._tails = asyncio.ensure_future(self._check_tails())
+            self._tails = asyncio.create_task(self._check_tails(), name="event relay tail check")
             self._tails.add_done_callback(_log_end)
         topic = self.topics.get(repository_id)
         subscription = Subscription(self, repository_id, after, wants, self.capacity)
@@ -591,7 +591,7 @@ class Relay:
 
 def _log_end(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
-        logger.error("the event relay's listener stopped", exc_info=task.exception())
+        logger.error("%s stopped", task.get_name(), exc_info=task.exception())
 
 
 async def _read(repository_id: int, after: int) -> list[Message]:
