@@ -453,6 +453,8 @@ class Relay:
         self._encoded: OrderedDict[tuple[int, int, Callable], Any] = OrderedDict()
         self._listener: asyncio.Task | None = None
         self._tails: asyncio.Task | None = None
+        #: Unfollows still on their way, by repository (see subscribe()).
+        self._unfollowing: dict[int, asyncio.Future] = {}
 
     async def subscribe(self, repository_id: int, after: int, wants: Filter = Filter()) -> Subscription:
         """A new subscriber to one repository, from after the id ``after``."""
@@ -467,6 +469,12 @@ class Relay:
         if topic is None:
             topic = self.topics[repository_id] = Topic()
             topic.subscribers.add(subscription)
+            leaving = self._unfollowing.get(repository_id)
+            if leaving is not None:
+                # The last subscriber here left a moment ago: follow after its unfollow, not
+                # before, or this process would stop hearing the repository (a transport
+                # unfollows once, however often it was followed).
+                await asyncio.wait([leaving])
             await self.transport.follow(repository_id)
         else:
             topic.subscribers.add(subscription)
@@ -492,7 +500,17 @@ class Relay:
         topic.subscribers.discard(subscription)
         if not topic.subscribers and not topic.filling:
             del self.topics[subscription.repository_id]
-            asyncio.ensure_future(self.transport.unfollow(subscription.repository_id))
+            self._unfollow(subscription.repository_id)
+
+    def _unfollow(self, repository_id: int) -> None:
+        """Stop hearing a repository that has no subscribers here any more."""
+        leaving = self._unfollowing[repository_id] = asyncio.ensure_future(self.transport.unfollow(repository_id))
+
+        def done(_: asyncio.Future) -> None:
+            if self._unfollowing.get(repository_id) is leaving:
+                del self._unfollowing[repository_id]
+
+        leaving.add_done_callback(done)
 
     def deliver(self, repository_id: int, messages: list[Message]) -> None:
         """A push arrived (in the event loop)."""
@@ -547,7 +565,7 @@ class Relay:
                 self.deliver(repository_id, messages)
             if not topic.subscribers and self.topics.get(repository_id) is topic and not topic.filling:
                 del self.topics[repository_id]
-                await self.transport.unfollow(repository_id)
+                self._unfollow(repository_id)
 
     async def _check_tails(self) -> None:
         """Read past each topic's last relayed id when it is due (see the class): what a lost

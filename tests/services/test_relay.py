@@ -9,14 +9,16 @@ order the rest arrive; the events themselves are real committed outbox rows.
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from django.db import transaction
 
 from repos.services import relay as relay_module
 from repos.services.events import append_event, wire
-from repos.services.relay import Filter, Relay, SocketTransport, Subscription, TooFarBehind
+from repos.services.relay import Filter, LayerTransport, Relay, SocketTransport, Subscription, TooFarBehind
 from repos.services.repositories import create_repository
+from tests.deployment import REDIS_BASE_URL
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -211,3 +213,41 @@ def test_filters_choose_kinds_and_a_stream_and_the_position_still_advances(tmp_p
 
     ids, after = asyncio.run(scenario())
     assert ids == [3, 5, 7] and after == 8
+
+
+def push_once(repository_id: int, messages: list[dict]) -> None:
+    """One push through the Channels layer, as a publisher thread sends it (that thread keeps its
+    event loop for its life; this one-off publisher closes its own)."""
+    transport = LayerTransport()
+    try:
+        transport.send(repository_id, messages)
+    finally:
+        if transport._publishing is not None:
+            transport._publishing[1].close()
+
+
+def test_a_subscriber_who_comes_as_the_last_one_leaves_keeps_the_process_hearing_pushes(settings):
+    # Through the real Redis layer: the last subscriber's leaving unfollows the repository
+    # (unsubscribes the process's channel). A subscriber who came in the same turn of the event
+    # loop followed it first, and the unfollow, landing after, left the process deaf to it.
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [f"{REDIS_BASE_URL}/0"], "prefix": f"test-relay-{uuid.uuid4().hex}"},
+        }
+    }
+    repository = create_repository("handover")  # events 1 and 2
+
+    async def scenario() -> list[int]:
+        relay = Relay(LayerTransport(), capacity=100)
+        first = await relay.subscribe(repository.pk, after=2)
+        first.close()  # the last one here leaves...
+        second = await relay.subscribe(repository.pk, after=2)  # ...as another comes
+        assert await second.next(timeout_s=0.3) == []  # caught up: now it hears only the relay
+        (third,) = await asyncio.to_thread(committed, repository, ["a"])
+        await asyncio.to_thread(push_once, repository.pk, [third])  # a publisher's push
+        batch = await second.next(timeout_s=5)
+        second.close()
+        return [message["id"] for message in batch]
+
+    assert asyncio.run(scenario()) == [3]
