@@ -506,9 +506,11 @@ class Relay:
         """Stop hearing a repository that has no subscribers here any more."""
         leaving = self._unfollowing[repository_id] = asyncio.ensure_future(self.transport.unfollow(repository_id))
 
-        def done(_: asyncio.Future) -> None:
+        def done(task: asyncio.Future) -> None:
             if self._unfollowing.get(repository_id) is leaving:
                 del self._unfollowing[repository_id]
+            if not task.cancelled() and task.exception() is not None:
+                logger.warning("unfollowing repository %d failed", repository_id, exc_info=task.exception())
 
         leaving.add_done_callback(done)
 
