@@ -429,7 +429,9 @@ class Topic:
     filling: bool = False
     #: When a push was last heard, and when the outbox was last read past ``last`` (monotonic).
     heard: float = 0.0
-    checked: float = 0.0
+    #: From the topic's start: at 0 the quiet check was due at once, so the first tick after the
+    #: first push read the outbox and relayed events whose pushes were still on their way.
+    checked: float = field(default_factory=time.monotonic)
 
 
 class Relay:
