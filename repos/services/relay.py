@@ -509,7 +509,7 @@ class Relay:
         leaving = self._unfollowing[repository_id] = asyncio.ensure_future(self.transport.unfollow(repository_id))
 
         def done(task: asyncio.Future) -> None:
-            if self._unfollowing.get(repository_id) is leaving:
+            if self._unfollowing.get(repository_id) is task:
                 del self._unfollowing[repository_id]
             if not task.cancelled() and task.exception() is not None:
                 logger.warning("unfollowing repository %d failed", repository_id, exc_info=task.exception())
@@ -539,14 +539,15 @@ class Relay:
         in_order = all(message["id"] == topic.last + 1 + i for i, message in enumerate(fresh))
         if not in_order or any("data" not in message for message in fresh):
             topic.filling = True
-            topic.waiting.insert(0, fresh)
-            asyncio.ensure_future(self._fill(repository_id, topic, fresh[-1]["id"]))
+            asyncio.ensure_future(self._fill(repository_id, topic, fresh))
             return
         self._fan_out(topic, fresh)
 
-    async def _fill(self, repository_id: int, topic: Topic, through: int) -> None:
-        """Read the outbox from the last relayed id through ``through``, relay it, then the
-        pushes that arrived meanwhile."""
+    async def _fill(self, repository_id: int, topic: Topic, push: list[Message]) -> None:
+        """Read the outbox from the last relayed id through the end of ``push``, relay it, then
+        the push itself (what it has that the outbox did not) and those that arrived meanwhile."""
+        through = push[-1]["id"]
+        pending = [push]
         try:
             while topic.last is not None and topic.last < through:
                 rows = await _read(repository_id, topic.last)
@@ -554,7 +555,7 @@ class Relay:
                     # The outbox ends before the push: its ids are not this repository's (a push
                     # from another deployment on the same broker). Dropped, not read again.
                     logger.warning("repository %d: pushed ids through %d are not in its outbox", repository_id, through)
-                    topic.waiting.pop(0)  # the push that began this fill (deliver put it first)
+                    pending = []
                     break
                 self._fan_out(topic, rows)
         except Exception:
@@ -564,7 +565,7 @@ class Relay:
             await asyncio.sleep(self.TAIL_CHECK_S)
         finally:
             topic.filling = False
-            waiting, topic.waiting = topic.waiting, []
+            waiting, topic.waiting = pending + topic.waiting, []
             for messages in waiting:
                 self.deliver(repository_id, messages)
             if not topic.subscribers and self.topics.get(repository_id) is topic and not topic.filling:

@@ -94,13 +94,14 @@ def test_a_subscriber_whose_first_read_was_too_early_for_the_relay_reads_again(t
     # can end before both: it must read again rather than take the relay for ahead of the outbox.
     repository = create_repository("started")  # events 1 and 2
     read = relay_module._read
-    interleaved: list[int] = []
+    first_read = True
 
     async def read_then_commit(repository_id: int, after: int):
+        nonlocal first_read
         rows = await read(repository_id, after)
-        if not interleaved:  # while the first read was on its way: 3 (push lost) and 4 commit
+        if first_read:  # while the first read was on its way: 3 (push lost) and 4 commit
+            first_read = False
             _third, fourth = await asyncio.to_thread(committed, repository, ["a", "b"])
-            interleaved.append(fourth["id"])
             the_relay.deliver(repository.pk, [fourth])  # the relay starts at 4
         return rows
 
