@@ -12,7 +12,7 @@ and any problem fails the command after the table. The scenarios reuse the machi
 * ``streams``, ``contention``, ``same-file``, ``big-repo``: the closed-loop writers of
   :func:`benchmarks.cycle.run_writers`;
 * ``fanout``: :func:`benchmarks.events_bench.run_fan_out`;
-* ``landing``: :func:`benchmarks.resolution_bench.run_landing` (planned conflicts, resolved);
+* ``landing``: :func:`benchmarks.resolution_bench.run_landing` (planned conflicts reported, as the peer's);
 * ``git`` and ``big-repo``: repositories built by :func:`benchmarks.git_bench.build_source` and
   brought in with ``agentgit_import``;
 * ``ratelimit``: threads of this process, one credential hammered, another calling steadily.
@@ -651,22 +651,27 @@ def saturation(ctx: Context) -> list[Row]:
 
 
 def landing(ctx: Context) -> list[Row]:
-    """N agents × changes on main, one change in five a planned conflict that the agent resolves
-    (benchmarks/resolution_bench.py). Nothing landed is lost: every landed change's file is on
-    main (the last of each agent's read back) and every resolved line is kept in shared.txt. A
-    change that did not land is a failure, counted; unless the server refused it as retryable
-    (``unavailable``, ``aborted``: a busy machine), that is a problem too."""
+    """The peer's landing scenario: N agents × changes on main, one change in five a planned
+    conflict (it rewrites a line of shared.txt from a stale base), which the server reports with
+    its path and the agent leaves (``agentgit_bench resolution`` is the same run with every
+    conflict resolved: issue 11). Every other change lands at its first integrate; nothing
+    landed is lost (every landed change's file is on main, the last of each agent's read back);
+    a planned change either landed (the first to reach the line) or conflicted naming shared.txt
+    alone, and shared.txt holds the line of each one that landed. A change that failed is
+    counted; unless the server refused it as retryable (``unavailable``, ``aborted``: a busy
+    machine), that is a problem too."""
     rows = []
     for agents in ctx.profile.landing_agents:
         with ctx.servers.deployment() as deployment:
             token = ctx.servers.token(deployment)
             with Window(deployment) as window:
-                run = run_landing(deployment.url, token, agents=agents, changes=ctx.profile.landing_changes)
+                run = run_landing(
+                    deployment.url, token, agents=agents, changes=ctx.profile.landing_changes, resolve=False
+                )
             with ApiClient(deployment.url, token) as client:
                 lost = _landed_changes_lost(client, run)
         summary = run.summary()
         landed = run.landed
-        unplanned = [c for c in landed if not c.planned_conflict]
         errors: dict[str, int] = {}
         for change in run.changes:
             if change.error:
@@ -677,15 +682,11 @@ def landing(ctx: Context) -> list[Row]:
             percentiles([c.elapsed_ms for c in landed]), errors,
             details={
                 "landed": f"{len(landed)} of {len(run.changes)}",
+                "conflicted": summary["conflicted"],
                 "planned_conflicts": summary["planned_conflicts"],
                 "lands_per_min": summary["lands_per_min"],
-                "attempts_per_land": summary["attempts_per_land"],
-                "attempts_per_unplanned_land": round(sum(c.attempts for c in unplanned) / len(unplanned), 2)
-                if unplanned else None,
-                # The row's latency is every landed change's; these are the changes that landed
-                # at their first integrate, without a planned conflict's resolution rounds.
-                "unplanned_ms": percentiles([c.elapsed_ms for c in unplanned]),
-                "shared_lines_kept": summary["shared_lines_kept"],
+                # Integrate calls per landed change (a conflicted change's one call is not a land's).
+                "attempts_per_land": round(sum(c.attempts for c in landed) / len(landed), 2) if landed else None,
             },
         )  # fmt: skip
         rows.append(window.fill(row))
@@ -693,10 +694,17 @@ def landing(ctx: Context) -> list[Row]:
         final = {k: v for k, v in errors.items() if k not in ("unavailable", "aborted")}
         if final:
             row.problems.append(f"landing {agents}: changes failed other than retryably: {final}; {summary['errors']}")
-        resolved = sum(1 for c in landed if c.planned_conflict)
-        if summary["shared_lines_kept"] != resolved:
+        row.problems += [
+            f"landing {agents}: agent {c.agent} change {c.index} ({'planned' if c.planned_conflict else 'unplanned'})"
+            f" conflicted on {c.conflicts}"
+            for c in run.conflicted
+            if not c.planned_conflict or c.conflicts != [SHARED_FILE]
+        ]
+        planned_landed = sum(1 for c in landed if c.planned_conflict)
+        if summary["shared_lines_kept"] != planned_landed:
             row.problems.append(
-                f"landing {agents}: {SHARED_FILE} kept {summary['shared_lines_kept']} of {resolved} resolved lines"
+                f"landing {agents}: {SHARED_FILE} holds {summary['shared_lines_kept']} planned lines,"
+                f" {planned_landed} planned changes landed"
             )
     return rows
 

@@ -32,14 +32,6 @@ REFERENCE: dict[str, dict[str, Any]] = {
 }
 
 
-def _unplanned_latency(d: dict) -> str:
-    """The unplanned changes' p50/p99 (absent from runs saved before it was measured)."""
-    unplanned = d.get("unplanned_ms")
-    if not unplanned:
-        return ""
-    return f"; unplanned changes p50/p99 {format_ms(unplanned['p50'])}/{format_ms(unplanned['p99'])} ms"
-
-
 def reference_for(scenario: str) -> dict[str, Any]:
     """The reference's figures for a row's scenario (``big-repo 100000`` is ``big-repo``)."""
     if scenario in REFERENCE:
@@ -71,9 +63,8 @@ def _details(row: dict[str, Any]) -> str:
         )
     if scenario.startswith("landing"):
         return (
-            f"landed {d['landed']} ({d['planned_conflicts']} planned conflicts, resolved), {d['lands_per_min']}"
-            f" lands/min, attempts per land {d['attempts_per_land']} (unplanned {d['attempts_per_unplanned_land']})"
-            + _unplanned_latency(d)
+            f"landed {d['landed']}, {d['conflicted']} conflicted as planned ({d['planned_conflicts']} planned),"
+            f" {d['lands_per_min']} lands/min, attempts per land {d['attempts_per_land']}"
         )
     if scenario == "git":
         return (

@@ -43,6 +43,8 @@ class Change:
     outcome: str | None = None
     error: str | None = None
     elapsed_ms: float = 0.0
+    #: The paths a ``conflict`` outcome named (the scenario without resolution ends there).
+    conflicts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -59,6 +61,11 @@ class LandingRun:
     def landed(self) -> list[Change]:
         return [c for c in self.changes if c.outcome in ("fast_forward", "merge")]
 
+    @property
+    def conflicted(self) -> list[Change]:
+        """The changes left with a ``conflict`` outcome (only when the agents do not resolve)."""
+        return [c for c in self.changes if c.outcome == "conflict"]
+
     def summary(self) -> dict[str, Any]:
         landed = self.landed
         times = sorted(c.elapsed_ms for c in landed)
@@ -68,6 +75,7 @@ class LandingRun:
             "agents": self.agents,
             "changes": len(self.changes),
             "landed": len(landed),
+            "conflicted": len(self.conflicted),
             "planned_conflicts": len(planned),
             "resolved_in_calls": sum(c.resolutions for c in planned),
             "shared_lines_kept": self.shared_lines_kept,
@@ -99,8 +107,9 @@ def keep_both(marked: bytes) -> str:
     return "".join(out)
 
 
-def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str) -> None:
-    """One change from its changeset to its landing, resolving conflicts as they come."""
+def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str, resolve: bool) -> None:
+    """One change from its changeset to its landing, resolving conflicts as they come (or, if
+    not ``resolve``, ending at the first conflict with the paths it named)."""
     started = time.monotonic()
     if change.planned_conflict:
         text = f"status: agent {change.agent} change {change.index}\n"
@@ -119,8 +128,9 @@ def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str) 
         if outcome is None:  # aborted (retryable): ask again
             response = client.integrate_raw(repo, proposal, wait=60)
             continue
-        if outcome["outcome"] != "conflict":
+        if outcome["outcome"] != "conflict" or not resolve:
             change.outcome = outcome["outcome"]
+            change.conflicts = [conflict["path"] for conflict in outcome.get("conflicts") or []]
             change.elapsed_ms = (time.monotonic() - started) * 1000
             return
         package = client.get_json(outcome["package"].removeprefix("/api/v1"))
@@ -166,11 +176,13 @@ def run_landing(
     agents: int,
     changes: int,
     conflict_every: int = 5,
+    resolve: bool = True,
     on_change: Callable[[Change], None] | None = None,
 ) -> LandingRun:
     """Drive ``agents`` threads, ``changes`` each, against a running server; one change in
-    ``conflict_every`` (20 % by default) is a planned conflict. ``on_change`` is told of each
-    change once it landed or failed (from the agents' threads)."""
+    ``conflict_every`` (20 % by default) is a planned conflict, which the agent resolves (or, if
+    not ``resolve``, leaves conflicted: the peer's scenario). ``on_change`` is told of each
+    change once it landed, conflicted or failed (from the agents' threads)."""
     repo = f"landing-{int(time.time() * 1000)}"
     with ApiClient(base_url, token) as setup:
         setup.create_repo(repo)
@@ -186,7 +198,7 @@ def run_landing(
         with ApiClient(base_url, token) as client:
             for change in own:
                 try:
-                    _land_change(client, repo, change, stale)
+                    _land_change(client, repo, change, stale, resolve)
                 except (ApiFailure, OSError, TimeoutError) as error:
                     change.error = f"{type(error).__name__}: {error}"[:200]
                 if on_change is not None:
