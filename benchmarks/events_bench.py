@@ -15,6 +15,7 @@ from the outbox afterwards, the writers' integrations per second and the server'
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -31,6 +32,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import uvloop
 
 from tests.deployment import ApiClient, Deployment
 
@@ -43,37 +45,32 @@ KINDS = "stream.integrate"
 async def _follow_sse(config: dict, index: int, seen: list, stop: asyncio.Event) -> None:
     """One SSE subscriber: reconnects with Last-Event-ID when the stream ends, as EventSource does.
 
-    HTTP/1.1 spoken over a bare asyncio stream, not httpx: the subscribers share one core with
+    HTTP/1.1 spoken over a bare asyncio stream, not httpx: the subscribers share the machine with
     the servers and the writers, and httpx's per-chunk machinery (anyio, h11, text decoding) cost
     about a millisecond of this process's CPU per event received, which the writers then lacked.
+    The body is read as it comes, a segment at a time, and its chunks taken apart in the buffer.
     """
     last = config["after"]
     resumed = index not in config["resumers"]
-    host, port = config["url"].removeprefix("http://").split(":")
-    path = f"/api/v1/repos/{config['repo']}/events"
     while not stop.is_set():
         query = urlencode({"kinds": KINDS, "timeout": 300})
-        request = (
-            f"GET {path}?{query} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {config['token']}\r\n"
-            f"Last-Event-ID: {last}\r\nAccept: text/event-stream\r\n\r\n"
+        reader, writer, status = await _open(
+            config,
+            f"GET /api/v1/repos/{config['repo']}/events?{query}",
+            f"Authorization: Bearer {config['token']}\r\nLast-Event-ID: {last}\r\nAccept: text/event-stream\r\n",
         )
-        reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            writer.write(request.encode())
-            status = int((await reader.readline()).split()[1])
-            while (await reader.readline()) not in (b"\r\n", b""):
-                pass  # the headers: uvicorn streams the body chunked
             if status != 200:
                 seen.append(("status", status))
                 return
-            pending = b""
-            while not stop.is_set():
-                size = int((await reader.readline()).strip() or b"0", 16)
-                if size == 0:
-                    break  # the stream ended (its timeout): reconnect
-                pending += (await reader.readexactly(size + 2))[:-2]
+            body, pending, ended = b"", b"", False
+            while not ended and not stop.is_set():
+                data = await reader.read(1 << 16)
+                if not data:
+                    break
                 received = time.time()
-                *blocks, pending = pending.split(b"\n\n")
+                chunks, body, ended = _dechunk(body + data)  # ended: the stream's timeout; reconnect
+                *blocks, pending = (pending + chunks).split(b"\n\n")
                 for block in blocks:
                     if block.startswith(b": too far behind"):
                         seen.append(("behind", block.decode()))
@@ -87,6 +84,34 @@ async def _follow_sse(config: dict, index: int, seen: list, stop: asyncio.Event)
             writer.close()
 
 
+async def _open(config: dict, request_line: str, headers: str):
+    """A connection to the server with the request sent and its answer's head read: (reader,
+    writer, status)."""
+    host, port = config["url"].removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(f"{request_line} HTTP/1.1\r\nHost: {host}:{port}\r\n{headers}\r\n".encode())
+    status = int((await reader.readline()).split()[1])
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass  # the headers: uvicorn streams an SSE body chunked
+    return reader, writer, status
+
+
+def _dechunk(buffer: bytes) -> tuple[bytes, bytes, bool]:
+    """HTTP/1.1 chunked transfer coding: (the data of the whole chunks in ``buffer``, the rest,
+    whether the last chunk came)."""
+    data, position = [], 0
+    while (line_end := buffer.find(b"\r\n", position)) >= 0:
+        size = int(buffer[position:line_end], 16)
+        if size == 0:
+            return b"".join(data), b"", True
+        end = line_end + 2 + size
+        if len(buffer) < end + 2:
+            break
+        data.append(buffer[line_end + 2 : end])
+        position = end + 2
+    return b"".join(data), buffer[position:], False
+
+
 def _created(block: bytes) -> float:
     """The event's server timestamp (``"created":"...Z"`` in its data), as a Unix time."""
     start = block.index(b'"created":"') + 11
@@ -94,32 +119,76 @@ def _created(block: bytes) -> float:
 
 
 async def _follow_ws(config: dict, index: int, seen: list, stop: asyncio.Event) -> None:
-    """One WebSocket subscriber; reconnects with ?after= the last id it saw."""
-    from websockets.asyncio.client import connect
+    """One WebSocket subscriber; reconnects with ?after= the last id it saw.
 
+    RFC 6455 spoken over a bare asyncio stream, as the SSE subscriber speaks HTTP: the
+    ``websockets`` client's machinery (its protocol object, a message queue, UTF-8 decoding, then
+    ``json.loads``) cost this process more per event than the server spent sending it. The
+    server's frames are unmasked and whole (uvicorn does not fragment a text message)."""
     last = config["after"]
     resumed = index not in config["resumers"]
-    base = config["url"].replace("http://", "ws://")
     while not stop.is_set():
-        url = f"{base}/ws/repos/{config['repo']}/events?token={config['token']}&kinds={KINDS}&after={last}"
-        async with connect(url, open_timeout=30, max_queue=None) as socket:
-            try:
-                async for text in socket:
-                    message = json.loads(text)
-                    created = message["data"]["created"]
-                    seen.append((message["id"], time.time() - datetime.fromisoformat(created).timestamp()))
-                    last = message["id"]
-                    if stop.is_set():
+        query = urlencode({"token": config["token"], "kinds": KINDS, "after": last})
+        key = base64.b64encode(os.urandom(16)).decode()
+        reader, writer, status = await _open(
+            config,
+            f"GET /ws/repos/{config['repo']}/events?{query}",
+            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n",
+        )
+        try:
+            if status != 101:
+                seen.append(("status", status))
+                return
+            buffer = b""
+            while not stop.is_set():
+                data = await reader.read(1 << 16)
+                if not data:
+                    if not stop.is_set():
+                        seen.append(("closed", "the connection ended without a close frame"))
+                    return
+                received = time.time()
+                frames, buffer = _frames(buffer + data)
+                for opcode, payload in frames:
+                    if opcode == 0x1:  # a text message: one event, {"id":N,"event":...,"data":{...}}
+                        last = int(payload[payload.index(b":") + 1 : payload.index(b",")])
+                        seen.append((last, received - _created(payload)))
+                    elif opcode == 0x9:  # uvicorn's heartbeat: answered, or it closes the socket
+                        writer.write(_client_frame(0xA, payload))
+                    elif opcode == 0x8:
+                        code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+                        if code != 1000 and not stop.is_set():
+                            seen.append(("closed", f"{code} {payload[2:].decode()}"))
                         return
-                    if not resumed and time.monotonic() > config["resume_at"]:
-                        resumed = True
-                        break
-            except Exception as closed:  # a close with a code: the scenario records it
-                seen.append(("closed", str(closed)))
-                return
-            if socket.close_code not in (None, 1000) and not stop.is_set():
-                seen.append(("closed", f"{socket.close_code} {socket.close_reason}"))
-                return
+                if not resumed and time.monotonic() > config["resume_at"]:
+                    resumed = True
+                    writer.write(_client_frame(0x8, (1000).to_bytes(2, "big")))
+                    break  # disconnect half-way; the loop resumes from `last`
+        finally:
+            writer.close()
+
+
+def _frames(buffer: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
+    """The whole server frames in ``buffer`` as (opcode, payload), and the rest."""
+    frames, position = [], 0
+    while len(buffer) - position >= 2:
+        size, start = buffer[position + 1] & 0x7F, position + 2
+        if size >= 126:
+            width = 2 if size == 126 else 8
+            if len(buffer) < start + width:
+                break
+            size, start = int.from_bytes(buffer[start : start + width], "big"), start + width
+        if len(buffer) < start + size:
+            break
+        frames.append((buffer[position] & 0x0F, buffer[start : start + size]))
+        position = start + size
+    return frames, buffer[position:]
+
+
+def _client_frame(opcode: int, payload: bytes) -> bytes:
+    """One final client frame (masked, as RFC 6455 requires of a client) of a short payload."""
+    mask = os.urandom(4)
+    masked = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
 
 
 async def _subscribe(config: dict) -> dict:
@@ -154,7 +223,8 @@ def subscribe_main() -> None:
     config = json.loads(sys.argv[2])
     config["resume_at"] = time.monotonic() + config["resume_after_s"]
     config["resumers"] = set(config["resumers"])
-    print(json.dumps(asyncio.run(_subscribe(config))), flush=True)
+    # uvloop, as the servers run: a socket's wake-up costs the subscribers' loop less than asyncio's.
+    print(json.dumps(uvloop.run(_subscribe(config))), flush=True)
 
 
 # ------------------------------------------------------------------------------ the scenario

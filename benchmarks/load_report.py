@@ -112,11 +112,18 @@ def _conditions_line(data: dict[str, Any]) -> str:
     c = data["conditions"]
     return (
         f"profile {c['profile']}, {c['writers']} writers, {c['duration_s']:g} s a scenario, server "
-        f"uvicorn x{c['server_workers']}; {c['cpu_count']} CPUs ({c['cpu_model']}), {c['memory_gib']} GiB, Linux "
+        f"uvicorn x{c['server_workers']}; {c['cpu_count']} CPUs ({c['cpu_model']}{_speed(c)}), {c['memory_gib']} GiB, Linux "
         f"{c['kernel']}, Python {c['python']}, {c['wrk']}; commit {c['commit'] or '?'}, {c['started']}; "
         f"load average before {c['load_average_before']}, after {c.get('load_average_after')}; data in "
         f"{c['data_parent']}. CPU in % of one core; machine busy: all its CPUs, everyone's load; latency by nearest rank (wrk's histogram for wrk rows)."
     )
+
+
+def _speed(c: dict[str, Any]) -> str:
+    """The machine's probes (benchmarks.load.machine_speed), in runs that have them."""
+    if "python_loop_ms" not in c:
+        return ""
+    return f"; a 1M-step Python loop {c['python_loop_ms']} ms, an fsync {c['fsync_ms']} ms"
 
 
 def format_load(data: dict[str, Any]) -> str:
