@@ -54,15 +54,17 @@ async def _follow_sse(config: dict, index: int, seen: list, stop: asyncio.Event)
     resumed = index not in config["resumers"]
     while not stop.is_set():
         query = urlencode({"kinds": KINDS, "timeout": 300})
-        reader, writer, status = await _open(
+        opened = await _open(
             config,
+            seen,
             f"GET /api/v1/repos/{config['repo']}/events?{query}",
             f"Authorization: Bearer {config['token']}\r\nLast-Event-ID: {last}\r\nAccept: text/event-stream\r\n",
+            expect=200,
         )
+        if opened is None:
+            return
+        reader, writer = opened
         try:
-            if status != 200:
-                seen.append(("status", status))
-                return
             body, pending, ended = b"", b"", False
             while not ended and not stop.is_set():
                 data = await reader.read(1 << 16)
@@ -84,22 +86,29 @@ async def _follow_sse(config: dict, index: int, seen: list, stop: asyncio.Event)
             writer.close()
 
 
-async def _open(config: dict, request_line: str, headers: str):
-    """A connection to the server with the request sent and its answer's head read: (reader,
-    writer, status)."""
+async def _open(
+    config: dict, seen: list, request_line: str, headers: str, *, expect: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to the server with the request sent and its answer's head read; None (and
+    the status noted in ``seen``) if the answer is not ``expect``."""
     host, port = config["url"].removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     writer.write(f"{request_line} HTTP/1.1\r\nHost: {host}:{port}\r\n{headers}\r\n".encode())
     status = int((await reader.readline()).split()[1])
     while (await reader.readline()) not in (b"\r\n", b""):
         pass  # the headers: uvicorn streams an SSE body chunked
-    return reader, writer, status
+    if status != expect:
+        seen.append(("status", status))
+        writer.close()
+        return None
+    return reader, writer
 
 
 def _dechunk(buffer: bytes) -> tuple[bytes, bytes, bool]:
     """HTTP/1.1 chunked transfer coding: (the data of the whole chunks in ``buffer``, the rest,
     whether the last chunk came)."""
-    data, position = [], 0
+    data: list[bytes] = []
+    position = 0
     while (line_end := buffer.find(b"\r\n", position)) >= 0:
         size = int(buffer[position:line_end], 16)
         if size == 0:
@@ -130,15 +139,17 @@ async def _follow_ws(config: dict, index: int, seen: list, stop: asyncio.Event) 
     while not stop.is_set():
         query = urlencode({"token": config["token"], "kinds": KINDS, "after": last})
         key = base64.b64encode(os.urandom(16)).decode()
-        reader, writer, status = await _open(
+        opened = await _open(
             config,
+            seen,
             f"GET /ws/repos/{config['repo']}/events?{query}",
             f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n",
+            expect=101,
         )
+        if opened is None:
+            return
+        reader, writer = opened
         try:
-            if status != 101:
-                seen.append(("status", status))
-                return
             buffer = b""
             while not stop.is_set():
                 data = await reader.read(1 << 16)
