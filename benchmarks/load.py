@@ -58,7 +58,7 @@ from .cycle import (
 )
 from .events_bench import run_fan_out
 from .git_bench import _git, build_source
-from .resolution_bench import LandingRun, run_landing
+from .resolution_bench import SHARED, LandingRun, run_landing
 
 SCENARIOS = (
     "reads", "streams", "contention", "same-file", "fanout", "ratelimit", "saturation", "landing", "git", "big-repo",
@@ -698,12 +698,12 @@ def landing(ctx: Context) -> list[Row]:
             f"landing {agents}: agent {c.agent} change {c.index} ({'planned' if c.planned_conflict else 'unplanned'})"
             f" conflicted on {c.conflicts}"
             for c in run.conflicted
-            if not c.planned_conflict or c.conflicts != [SHARED_FILE]
+            if not c.planned_conflict or c.conflicts != [SHARED]
         ]
         planned_landed = sum(1 for c in landed if c.planned_conflict)
         if summary["shared_lines_kept"] != planned_landed:
             row.problems.append(
-                f"landing {agents}: {SHARED_FILE} holds {summary['shared_lines_kept']} planned lines,"
+                f"landing {agents}: {SHARED} holds {summary['shared_lines_kept']} planned lines,"
                 f" {planned_landed} planned changes landed"
             )
     return rows
