@@ -31,6 +31,9 @@ class Repository(models.Model):
     default_stream = models.CharField(max_length=200, default="main")
     #: The last event sequence number handed out (events are numbered 1, 2, 3, … per repository).
     event_seq = models.BigIntegerField(default=0)
+    #: The version of the repository's policy in force (``PolicyVersion``); 0: none. Read with the
+    #: repository's row, so a landing on a repository without a policy costs no extra query.
+    policy_version = models.IntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -68,8 +71,9 @@ class Stream(models.Model):
 class Credential(models.Model):
     """An API token of a user: stored as a SHA-256 hash, shown once, scoped, revocable."""
 
-    #: ``metrics`` lets a scraper read /metrics (AGENTGIT_METRICS_ACCESS=scope) and nothing else.
-    SCOPES = ("read", "write", "integrate", "metrics", "admin")
+    #: ``metrics`` lets a scraper read /metrics (AGENTGIT_METRICS_ACCESS=scope) and nothing else;
+    #: ``review`` writes reviews of proposals; ``checks`` reports check results.
+    SCOPES = ("read", "write", "integrate", "review", "checks", "metrics", "admin")
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="credentials")
     name = models.CharField(max_length=100, blank=True)
@@ -82,6 +86,12 @@ class Credential(models.Model):
     #: Per-credential rate limit override (requests per second and burst), None = the default.
     rate = models.FloatField(null=True, blank=True)
     burst = models.IntegerField(null=True, blank=True)
+    #: Where the credential reaches (repos.services.credentials): repository names (any other is
+    #: 404 to it), stream patterns it may update, path patterns its changes may touch. An empty
+    #: list is no limit, so credentials made before these existed keep what they could do.
+    repositories = models.JSONField(default=list, blank=True)
+    streams = models.JSONField(default=list, blank=True)
+    paths = models.JSONField(default=list, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
     revoked = models.DateTimeField(null=True, blank=True)
@@ -153,6 +163,9 @@ class Proposal(models.Model):
     #: The stream head after the integration (unchanged for a conflict).
     result_head = models.CharField(max_length=OBJECT_ID_LENGTH, blank=True)
     conflicts = models.JSONField(default=list)
+    #: The policy decision the landing was judged by (repos.services.policies), written in the
+    #: transaction that moved the stream; null where the repository had no policy.
+    decision = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -248,6 +261,8 @@ class Operation(models.Model):
     #: The outcome document of API.md, set once when the operation is done.
     outcome = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    #: An admin's bypass of the policy for this integration: ``{"reason", "by"}`` (null: none).
+    bypass = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
 
@@ -291,6 +306,66 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository.name}#{self.seq} {self.kind}"
+
+
+# ----------------------------------------------------------------------------- policies and reviews
+
+
+class PolicyVersion(models.Model):
+    """One version of a repository's policy document (engine.policy): who set it, when.
+
+    Versions are never changed: setting a policy adds the next one and points
+    ``Repository.policy_version`` at it (repos.services.policies), so every decision names the
+    document it was judged by, and the history shows what each change changed from.
+    """
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="policy_versions")
+    version = models.IntegerField()
+    document = models.JSONField()
+    #: Who set it: a user's name (a credential's user, or the admin's login).
+    changed_by = models.CharField(max_length=150, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["repository_id", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "version"], name="policy_version_unique_per_repository")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.repository.name} policy v{self.version}"
+
+
+class Review(models.Model):
+    """A reviewer's verdict on a proposal, of the tree it saw (a new tree drops an approval).
+
+    A reviewer's standing verdict is their latest approve or reject that is not withdrawn; a
+    comment never replaces one.
+    """
+
+    class Verdict(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+        COMMENT = "comment"
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="reviews")
+    #: The reviewer (a credential's user, or a person logged in to the web UI).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    credential = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    body = models.TextField(blank=True)
+    #: The revision and the tree of the proposal's head that the reviewer saw.
+    revision = models.IntegerField()
+    tree = models.CharField(max_length=OBJECT_ID_LENGTH)
+    withdrawn = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["proposal_id", "id"]
+        indexes = [models.Index(fields=["proposal", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} of proposal {self.proposal_id}"
 
 
 # ----------------------------------------------------------------------------- derived data
