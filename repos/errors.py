@@ -5,6 +5,7 @@
     ├── Invalid          invalid          400     no         4400   malformed JSON, wrong types, unsafe paths, missing blobs
     ├── Unauthenticated  unauthenticated  401     no         4401   no, unknown or revoked token
     ├── Forbidden        forbidden        403     no         4403   the credential lacks the scope
+    ├── PolicyDenied     policy_denied    403     no         4403   the repository's policy refuses the update
     ├── NotFound         not_found        404     no         4404   unknown repository, stream, proposal, object, path
     ├── AlreadyExists    already_exists   409     no         4409   a repository or stream of that name exists
     ├── Aborted          aborted          409     yes        4409   the stream kept moving while integrating; retry
@@ -57,11 +58,21 @@ class ApiError(Exception):
         cls.close_code = CLOSE_CODE_BASE + status
         ERRORS[code] = cls
 
-    def __init__(self, message: str, *, details: list[dict] | None = None, retry_after_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: list[dict] | None = None,
+        retry_after_ms: int | None = None,
+        extra: dict | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or []
         self.retry_after_ms = retry_after_ms
+        #: Fields of the error object beyond the common ones, documented per code (a policy
+        #: refusal names the ``proposal`` that waits and the ``policy_version``).
+        self.extra = extra or {}
 
     def as_dict(self) -> dict:
         body: dict = {"code": self.code, "message": self.message, "retryable": self.retryable}
@@ -69,7 +80,14 @@ class ApiError(Exception):
             body["details"] = self.details
         if self.retry_after_ms is not None:
             body["retry_after_ms"] = self.retry_after_ms
+        body.update(self.extra)
         return {"error": body}
+
+    def git_lines(self) -> list[str]:
+        """The ``remote:`` lines a git client is shown for this refusal beside its ref's status."""
+        return [f"{self.code}: {self.message}"] + [
+            f"  {d['requirement']}: {d['message']}" for d in self.details if "requirement" in d
+        ]
 
     def git_answer(self) -> tuple[int, bytes]:
         """What a git client is answered over smart HTTP: the status, and a ``text/plain`` body
@@ -91,6 +109,11 @@ class Unauthenticated(ApiError, code="unauthenticated", status=401):
 
 class Forbidden(ApiError, code="forbidden", status=403):
     """The credential lacks the scope the request needs."""
+
+
+class PolicyDenied(ApiError, code="policy_denied", status=403):
+    """The repository's policy refuses the update: one ``details`` entry per unmet requirement
+    (``{"requirement", "message"}``), each saying who or what can meet it."""
 
 
 class NotFound(ApiError, code="not_found", status=404):

@@ -50,7 +50,12 @@ def error_from_dict(doc: dict) -> ApiError:
         str(doc.get("message") or "the operation failed"),
         details=doc.get("details"),
         retry_after_ms=doc.get("retry_after_ms"),
+        extra={key: value for key, value in doc.items() if key not in _COMMON_FIELDS},
     )
+
+
+#: The fields every error object has (or may have); the rest are a code's own (``extra``).
+_COMMON_FIELDS = {"code", "message", "retryable", "details", "retry_after_ms"}
 
 
 def exception_handler(exc: Exception, context: dict) -> Response:

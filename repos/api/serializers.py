@@ -117,6 +117,11 @@ class ProposalSerializer(serializers.Serializer):
     stream_head = serializers.SerializerMethodField()
     conflicts = ConflictSerializer(many=True)
     author = serializers.SerializerMethodField()
+    decision = serializers.JSONField(
+        allow_null=True,
+        help_text="Once integrated on a repository with a policy: the decision it landed by "
+        "(`allowed`, `policy_version`, `requirements`, `approvals`, `owners`, `bypass`).",
+    )
     created = serializers.DateTimeField()
     updated = serializers.DateTimeField()
 
@@ -243,6 +248,10 @@ class ErrorBodySerializer(serializers.Serializer):
     retryable = serializers.BooleanField()
     details = serializers.ListField(child=serializers.DictField(), required=False)
     retry_after_ms = serializers.IntegerField(required=False)
+    proposal = serializers.IntegerField(
+        required=False, help_text="`policy_denied` on `/land`, integrate and resolve: the proposal that stays open."
+    )
+    policy_version = serializers.IntegerField(required=False, help_text="`policy_denied`: the policy judged by.")
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -513,7 +522,15 @@ class ProposalCreate(Body):
 
 
 class Integrate(Body):
-    """Empty: integrating takes no options in the body (``{}``)."""
+    """Integrating takes one option: an admin's ``bypass`` of the repository's policy."""
+
+    bypass = Text(
+        required=False,
+        min_length=1,
+        max_length=500,
+        help_text="Scope `admin` only: land whatever the policy says, for this reason (recorded in the "
+        "decision and as a `policy.bypass` event).",
+    )
 
 
 # --- shared schema helpers -----------------------------------------------------------------

@@ -92,3 +92,113 @@ class ResolverCreate(Body):
         help_text="A glob: without '/' it matches the file name at any depth (CHANGELOG.md, *.lock).",
     )
     rule = Choice(choices=["union", "ours", "theirs"])
+
+
+# --- policies and reviews (repos/services/policies.py, engine/policy.py) ----------------------
+
+#: A stream or path pattern in a policy rule.
+PATTERN = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 500,
+    "pattern": r"^[^\x00\n]*$",
+    "description": "A pattern without NUL or newline.",
+}
+
+
+class PolicyRuleBody(Body):
+    """One rule: for the streams its patterns match, and (with ``paths``) only for changes that
+    touch a matching path. The rules that apply combine, the strictest winning."""
+
+    name = Patterned({**schema.TEXT, "maxLength": 100}, required=False, allow_blank=True, help_text="A label.")
+    streams = serializers.ListField(
+        child=Patterned(PATTERN),
+        min_length=1,
+        max_length=1000,
+        help_text="Stream globs: `*` within a `/` segment, `**` across, `?` one character (`main`, `release/*`).",
+    )
+    paths = serializers.ListField(
+        child=Patterned(PATTERN),
+        required=False,
+        max_length=1000,
+        help_text="gitignore-style path patterns (`docs/**`, `*.md`, `!keep.md`): the rule applies only "
+        "when a changed path matches.",
+    )
+    required_approvals = serializers.IntegerField(
+        required=False, min_value=0, max_value=50, help_text="Approvals of the latest revision's tree (default 0)."
+    )
+    code_owners = serializers.BooleanField(
+        required=False,
+        help_text="Each changed path that the CODEOWNERS file at the root of the stream's head owns needs "
+        "an approval from one of its owners (default false).",
+    )
+    deny_paths = serializers.ListField(
+        child=Patterned(PATTERN),
+        required=False,
+        max_length=1000,
+        help_text="gitignore-style path patterns no change landing on these streams may touch.",
+    )
+    direct_update = Choice(
+        choices=["nobody", "admins", "everyone"],
+        required=False,
+        help_text="Who may move the stream without a proposal (a git push to refs/heads/S, a stream "
+        "created at a head or deleted). Default: nobody when the rule asks for approvals or code owners, "
+        "else everyone.",
+    )
+
+
+class PolicyBody(Body):
+    """A repository's policy document."""
+
+    rules = serializers.ListField(child=PolicyRuleBody(), max_length=200)
+
+
+class PolicySerializer(serializers.Serializer):
+    version = serializers.IntegerField(help_text="Starts at 1; 0 while no policy was ever set.")
+    rules = serializers.ListField(child=serializers.DictField())
+    changed_by = serializers.CharField(allow_null=True, help_text="Who set this version.")
+    updated = serializers.DateTimeField(allow_null=True)
+
+
+class RequirementSerializer(serializers.Serializer):
+    requirement = serializers.ChoiceField(
+        choices=["direct_update", "paths", "rejected", "approvals", "code_owners", "checks"]
+    )
+    met = serializers.BooleanField()
+    message = serializers.CharField(help_text="What it asks for and who or what can meet it.")
+
+
+class OwnedPathSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    owners = serializers.ListField(child=serializers.CharField())
+    approved_by = serializers.ListField(child=serializers.CharField())
+
+
+class ExplainSerializer(serializers.Serializer):
+    allowed = serializers.BooleanField(help_text="Whether integrating now would be allowed.")
+    policy_version = serializers.IntegerField()
+    requirements = RequirementSerializer(many=True)
+    approvals = serializers.ListField(child=serializers.CharField(), required=False, help_text="Approvals that count.")
+    owners = OwnedPathSerializer(many=True, required=False, help_text="Owned paths (at most 20) and who approved.")
+
+
+class ReviewBody(Body):
+    """A review of the proposal's latest revision."""
+
+    verdict = Choice(choices=["approve", "reject", "comment"])
+    body = Text(required=False, allow_blank=True, max_length=65536)
+
+
+class ReviewSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    reviewer = serializers.CharField(source="user.username")
+    verdict = serializers.ChoiceField(choices=["approve", "reject", "comment"])
+    body = serializers.CharField(allow_blank=True)
+    revision = serializers.IntegerField(help_text="The revision reviewed.")
+    tree = serializers.CharField(help_text="The tree it saw: an approval counts while the proposal's tree is this one.")
+    withdrawn = serializers.DateTimeField(allow_null=True)
+    created = serializers.DateTimeField()
+
+
+class ReviewListSerializer(serializers.Serializer):
+    reviews = ReviewSerializer(many=True)

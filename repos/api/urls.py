@@ -8,7 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_content, views_history, views_landing, views_proposals
+from . import views, views_content, views_history, views_landing, views_policies, views_proposals
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -49,6 +49,14 @@ urlpatterns = [
     ),
     path("repos/<str:repo>/proposals/<str:proposal_id>/close", views_proposals.CloseView.as_view(), name="close"),
     path("repos/<str:repo>/proposals/<str:proposal_id>/reopen", views_proposals.ReopenView.as_view(), name="reopen"),
+    path("repos/<str:repo>/proposals/<str:proposal_id>/reviews", views_policies.ReviewsView.as_view(), name="reviews"),
+    path(
+        "repos/<str:repo>/proposals/<str:proposal_id>/reviews/<str:review_id>",
+        views_policies.ReviewView.as_view(),
+        name="review",
+    ),
+    path("repos/<str:repo>/proposals/<str:proposal_id>/policy", views_policies.ExplainView.as_view(), name="explain"),
+    path("repos/<str:repo>/policy", views_policies.PolicyView.as_view(), name="policy"),
     path("repos/<str:repo>/resolvers", views_proposals.ResolversView.as_view(), name="resolvers"),
     path("repos/<str:repo>/resolvers/<str:rule_id>", views_proposals.ResolverView.as_view(), name="resolver"),
     path("repos/<str:repo>/operations/<str:operation_id>", views.OperationView.as_view(), name="operation"),

@@ -12,7 +12,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.response import Response
 
 from ..models import Operation
-from ..services import integration, proposals, repositories
+from ..services import integration, policies, proposals, repositories
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
@@ -107,7 +107,7 @@ class StreamsView(ApiView):
         """Create a stream at the revision ``from`` (empty when omitted or null). A name that is
         taken answers 409 ``already_exists``; an unknown ``from`` 404."""
         body = validated(s.StreamCreate, request)
-        stream = repositories.create_stream(repository(repo), body["name"], body.get("from"))
+        stream = repositories.create_stream(repository(repo), body["name"], body.get("from"), request.auth)
         return Response(s.StreamSerializer(stream).data, status=201)
 
 
@@ -128,7 +128,7 @@ class StreamView(ApiView):
     def delete(self, request, repo, stream):
         """Delete a stream (scope ``admin``; the default stream is refused: 403) with its
         proposals; its changesets stay readable by id."""
-        integration.delete_stream(repository(repo), stream)
+        integration.delete_stream(repository(repo), stream, request.auth)
         return Response(status=204)
 
 
@@ -207,14 +207,16 @@ class IntegrateView(ApiView):
     def post(self, request, repo, proposal_id):
         """Integrate the proposal (scope ``integrate``); asking again answers the first outcome.
         409 ``aborted`` (retryable) when the stream kept moving; 202 when the outcome is not
-        there within ``?wait=``: poll the operation."""
-        validated(s.Integrate, request)  # nothing in it is read, but it must be ``{}``
+        there within ``?wait=``: poll the operation. 403 ``policy_denied`` when the repository's
+        policy refuses it, one ``details`` entry per unmet requirement; the proposal stays open.
+        An admin's ``{"bypass": "reason"}`` lands it anyway and records why."""
+        bypass = policies.check_bypass(validated(s.Integrate, request).get("bypass"), request.auth)
         wait = integrate_wait(request)
         found = repository(repo)
         proposal = proposals.get_proposal(found, proposal_id)
         return idempotent(
             request,
-            lambda: {"operation": integration.request_integration(proposal).pk},
+            lambda: {"operation": integration.request_integration(proposal, bypass=bypass).pk},
             lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
         )
 

@@ -7,7 +7,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from ..errors import ApiError
+from ..errors import ApiError, PolicyDenied
 from ..services import landing
 from ..services.credentials import require_scope
 from . import serializers as s
@@ -80,6 +80,9 @@ class LandView(ApiView):
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)
+            except PolicyDenied as error:  # the proposal stands: approve it, then integrate it
+                error.extra = {**error.extra, **ids}
+                raise
             except ApiError as error:  # aborted: the proposal stands, integrate it again
                 error.details = [*error.details, ids]
                 raise

@@ -40,7 +40,7 @@ from django.db import transaction
 
 from engine.errors import EngineError
 
-from ..errors import ApiError, Forbidden, Invalid, from_engine
+from ..errors import ApiError, Forbidden, Invalid, PolicyDenied, from_engine
 from ..models import Credential, Repository, Stream
 from ..services import content, derived, integration, proposals, refmirror, repositories
 from ..services.stores import repository_path
@@ -280,6 +280,9 @@ def apply_commands(
             continue
         try:
             messages += _apply(credential, repository, command)
+        except PolicyDenied as error:  # each unmet requirement on a remote: line of its own
+            messages += error.git_lines()
+            command.refusal = "refused by the repository's policy; see the remote: lines"
         except _REFUSALS as error:
             command.refusal = _reason(error)
     return messages, new
@@ -360,13 +363,13 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
     stream = Stream.objects.filter(repository=repository, name=name).select_related("repository").first()
     if command.deletes:
         _need(credential, "admin", "deleting a stream")
-        repositories.delete_stream(repository, name)
+        repositories.delete_stream(repository, name, credential)
         return [f"deleted stream {name}"]
     _need(credential, "write", "pushing to a stream")
     if stream is None:
         if command.old != ZERO_ID:
             raise Invalid(f"stale: there is no stream {name} now; fetch and push again")
-        repositories.create_stream(repository, name, command.new)
+        repositories.create_stream(repository, name, command.new, credential)
         return [f"created stream {name} at {command.new}"]
     expected = None if command.old == ZERO_ID else command.old
     outcome = integration.push_fast_forward(stream, expected, command.new, credential, derive=False)
@@ -389,6 +392,11 @@ def _propose(credential: Credential, repository: Repository, name: str, command:
         return lines
     if operation.state == operation.State.FAILED:
         error = operation.error or {}
+        if error.get("code") == PolicyDenied.code:
+            # The proposal is open and waits for what the policy asks: the push itself succeeded.
+            lines.append(f"proposal {proposal.pk} awaits approval before it lands on {name}:")
+            lines += [f"  {detail['requirement']}: {detail['message']}" for detail in error.get("details", [])]
+            return lines
         raise Invalid(f"integration failed: {error.get('message', error)}")
     outcome = operation.outcome
     assert outcome is not None  # a done operation has its outcome

@@ -42,6 +42,9 @@ PROPOSAL_CLOSED = "proposal.closed"
 PROPOSAL_REOPENED = "proposal.reopened"
 PROPOSAL_RESOLVED = "proposal.resolved"
 REPOSITORY_CREATED = "repository.created"
+PROPOSAL_REVIEW = "proposal.review"
+POLICY_CHANGED = "policy.changed"
+POLICY_BYPASS = "policy.bypass"
 
 #: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):
 #: ``{"id": seq, "event": kind, "data": payload + {"seq", "created"}}``.

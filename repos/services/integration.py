@@ -46,7 +46,7 @@ from engine.trees import diff_trees
 from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
 from ..lookups import Insert, Rows, Update, columns, instance
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
-from . import derived, metrics, refmirror
+from . import derived, metrics, policies, refmirror
 from .dispatch import Job, after_commit
 from .events import (
     MAX_PATHS,
@@ -64,12 +64,13 @@ User = get_user_model()
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
 
 
-def request_integration(proposal: Proposal) -> Operation:
+def request_integration(proposal: Proposal, *, bypass: dict | None = None) -> Operation:
     """The operation integrating ``proposal``: its last finished one, or a queued one.
 
     Integrating a proposal that already landed (or conflicted) answers the first outcome again;
     asking while one is queued joins it. A closed proposal is refused (and never landed: the
-    landing checks again, for one closed while queued).
+    landing checks again, for one closed while queued). ``bypass`` (an admin's, checked by
+    ``policies.check_bypass``) lands it whatever the policy says, and is recorded.
     """
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
@@ -80,7 +81,9 @@ def request_integration(proposal: Proposal) -> Operation:
     try:
         with transaction.atomic():
             operation = _INSERT_OPERATION.run(
-                Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
+                Operation(
+                    repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal, bypass=bypass
+                )
             )
             _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
@@ -245,7 +248,7 @@ _FINISH_OPERATION = Update(Operation, ("state", "outcome", "finished"), where=("
 _FAIL_OPERATION = Update(Operation, ("state", "error", "finished"), where=("id",), increment=("attempts",))
 _RECORD_REVISION = Update(ProposalRevision, ("outcome",), where=("id",))
 _RECORD_PROPOSAL = Update(
-    Proposal, ("state", "outcome", "result_changeset", "result_head", "conflicts", "updated"), where=("id",)
+    Proposal, ("state", "outcome", "result_changeset", "result_head", "conflicts", "decision", "updated"), where=("id",)
 )
 
 
@@ -300,12 +303,24 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         known = derived.refresh(repository, store)
         head = stream.head
         rules = resolver_rules(repository)
+        policy = policies.policy_of(repository)
         results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
         changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
+        decisions: dict[int, dict] = {}  # operation id -> the policy decision it landed by
         for operation in operations:
             if operation.proposal.state == Proposal.State.CLOSED:
                 results.append((operation, None, closed_refusal(operation.proposal)))
                 continue
+            if policy is not None:
+                # Judged here, on the head this operation lands on and the reviews as they are
+                # now, and recorded with the outcome in this transaction.
+                decision = policies.judge_proposal(policy, store, stream.name, head, operation)
+                if not decision.allowed:
+                    what = f"proposal {operation.proposal_id} cannot land on {stream.name}"
+                    refusal = policies.denied(decision, what, proposal=operation.proposal_id)
+                    results.append((operation, None, refusal))
+                    continue
+                decisions[operation.pk] = decision.as_dict()
             try:
                 integration = integrate(
                     store,
@@ -327,7 +342,8 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         if not moved:
             raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
-            _record(stream, store, operation, integration, error, changed.get(operation.pk))
+            decision = decisions.get(operation.pk)
+            _record(stream, store, operation, integration, error, changed.get(operation.pk), decision)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
@@ -361,10 +377,12 @@ def _record(
     integration: Integration | None,
     error: EngineError | ApiError | None,
     paths: dict | None,
+    decision: dict | None = None,
 ) -> None:
     """Write one operation's outcome, its proposal's (and latest revision's) new state and its
     event (in the landing transaction). The event carries what a subscriber acts on without
-    asking again: the stream, proposal, outcome, head, changeset, changed paths and who proposed it."""
+    asking again: the stream, proposal, outcome, head, changeset, changed paths, who proposed it
+    and the policy decision it landed by."""
     proposal = operation.proposal
     now = timezone.now()
     operation.attempts += 1  # in the row: one more than it has (the update adds it)
@@ -396,6 +414,7 @@ def _record(
     proposal.result_changeset = integration.changeset or ""
     proposal.result_head = integration.head or ""
     proposal.conflicts = outcome["conflicts"]
+    proposal.decision = decision
     proposal.updated = now
     _RECORD_PROPOSAL.run(
         proposal.state,
@@ -403,10 +422,13 @@ def _record(
         proposal.result_changeset,
         proposal.result_head,
         proposal.conflicts,
+        proposal.decision,
         proposal.updated,
         proposal.pk,
     )
     about = {"stream": stream.name, "proposal": proposal.pk, "author": author(proposal.author)}
+    if decision is not None:
+        about["decision"] = decision
     if conflicted:
         payload = {**about, "outcome": integration.outcome.value, "conflicts": outcome["conflicts"]}
         append_event(stream.repository, PROPOSAL_CONFLICT, payload)
@@ -419,6 +441,8 @@ def _record(
             **(paths or changed_paths([])),
         }
         append_event(stream.repository, STREAM_INTEGRATE, payload)
+        if decision is not None and decision["bypass"] is not None:
+            policies.record_bypass(stream.repository, stream.name, proposal.pk, decision["bypass"])
 
 
 class NotFastForward(Exception):
@@ -448,6 +472,8 @@ def push_fast_forward(
         known = derived.refresh(repository, store)
         if locked.head is not None and not is_ancestor(store, locked.head, new):
             raise NotFastForward(f"not a fast-forward; push to refs/for/{locked.name} to have the server merge it")
+        # Judged under the row lock, recorded on the proposal below (raises policy_denied).
+        decision = policies.judge_direct_update(repository, locked.name, locked.head, new, credential)
         moved = Stream.objects.filter(pk=locked.pk, version=locked.version).update(
             head=new, version=F("version") + 1, updated=timezone.now()
         )
@@ -465,6 +491,7 @@ def push_fast_forward(
             outcome=Outcome.FAST_FORWARD.value,
             result_changeset=new,
             result_head=new,
+            decision=decision.as_dict() if decision is not None else None,
         )
         operation = Operation.objects.create(
             repository=repository,
@@ -484,6 +511,7 @@ def push_fast_forward(
             "outcome": Outcome.FAST_FORWARD.value,
             "head": new,
             "changeset": new,
+            **({"decision": decision.as_dict()} if decision is not None else {}),
         }
         append_event(repository, STREAM_INTEGRATE, payload)
         if derive and not derived.derive_landed(repository, store, new, known):
@@ -523,9 +551,10 @@ def _record_rule_merge(stream: Stream, store: ObjectStore, proposal: Proposal, i
     )
 
 
-def delete_stream(repository: Repository, name: str) -> None:
+def delete_stream(repository: Repository, name: str, credential: Credential | None = None) -> None:
     """Delete a stream (never the default one), with its proposals and operations; its changesets
-    stay readable by id (the objects are the repository's, not the stream's)."""
+    stay readable by id (the objects are the repository's, not the stream's). A stream the
+    policy protects from direct updates is refused (``policy_denied``)."""
     if name == repository.default_stream:
         raise Forbidden(f"{name!r} is the default stream of {repository.name}: it cannot be deleted")
     with transaction.atomic():
@@ -534,6 +563,7 @@ def delete_stream(repository: Repository, name: str) -> None:
         if stream is None:
             raise NotFound(f"no stream named {name!r} in {repository.name}")
         head = stream.head
+        policies.judge_direct_update(repository, name, head, None, credential)
         stream.delete()
         append_event(repository, STREAM_DELETED, {"stream": name, "head": head})
     # The git branch goes too; the objects stay (maintenance never prunes), readable by id.

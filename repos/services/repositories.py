@@ -14,8 +14,8 @@ from engine.objects import check_object_id, is_object_id
 
 from ..errors import AlreadyExists, Invalid, NotFound
 from ..lookups import Lookup
-from ..models import Repository, Stream
-from . import refmirror
+from ..models import Credential, Repository, Stream
+from . import policies, refmirror
 from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event
 from .stores import store_for
 
@@ -119,10 +119,13 @@ def find_stream(repository_name: str, name: str) -> Stream:
     return found[0]
 
 
-def create_stream(repository: Repository, name: str, start: str | None) -> Stream:
-    """A new stream whose head is the revision ``start`` (None or omitted: empty)."""
+def create_stream(repository: Repository, name: str, start: str | None, credential: Credential | None = None) -> Stream:
+    """A new stream whose head is the revision ``start`` (None or omitted: empty). Creating a
+    stream at a head is a direct update: the policy may refuse it (``policy_denied``)."""
     check_stream_name(name)
     head = resolve_rev(repository, start) if start else None
+    if head is not None:
+        policies.judge_direct_update(repository, name, None, head, credential)
     # Streams are git branches: "a" and "a/b" cannot both exist (a file and a directory of refs/heads).
     enclosing = ["/".join(name.split("/")[:cut]) for cut in range(1, name.count("/") + 1)]
     clash = Stream.objects.filter(repository=repository).filter(Q(name__in=enclosing) | _name_prefix(name + "/"))
@@ -208,12 +211,14 @@ def _name_prefix(prefix: str) -> Q:
     return Q(name__gte=prefix, name__lt=prefix + "\x7f")
 
 
-def delete_stream(repository: Repository, name: str) -> None:
+def delete_stream(repository: Repository, name: str, credential: Credential | None = None) -> None:
     """Delete a stream (never the default one). Its history stays: the changesets it reached
-    are still rows, so its head is protected in the ref mirror before the row goes."""
+    are still rows, so its head is protected in the ref mirror before the row goes. A stream the
+    policy protects from direct updates is refused (``policy_denied``)."""
     if name == repository.default_stream:
         raise Invalid(f"{name!r} is the default stream of {repository.name}; it cannot be deleted")
     stream = get_stream(repository, name)
+    policies.judge_direct_update(repository, name, stream.head, None, credential)
     if stream.head:
         refmirror.protect_changeset(repository.name, stream.head)
     with transaction.atomic():
