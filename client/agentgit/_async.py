@@ -23,13 +23,16 @@ from .types import (
     Diff,
     Edit,
     Event,
+    Explanation,
     Landing,
     LogEntry,
     Operation,
     Outcome,
     Page,
+    Policy,
     Proposal,
     Repository,
+    Review,
     Stream,
     TreeEntry,
 )
@@ -83,6 +86,12 @@ class AsyncClient(_Endpoints):  # type: ignore[misc, valid-type]
         async def get_proposal(self, repo: str, proposal_id: int) -> Proposal: ...
         async def list_proposals(self, repo: str, *, state: str | None = None, stream: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[Proposal]: ...  # fmt: skip
         async def get_operation(self, repo: str, operation_id: int) -> Operation: ...
+        async def review(self, repo: str, proposal_id: int, verdict: str, body: str = "") -> Review: ...
+        async def reviews(self, repo: str, proposal_id: int) -> list[Review]: ...
+        async def withdraw_review(self, repo: str, proposal_id: int, review_id: int) -> Review: ...
+        async def explain(self, repo: str, proposal_id: int) -> Explanation: ...
+        async def policy(self, repo: str) -> Policy: ...
+        async def set_policy(self, repo: str, document: dict) -> Policy: ...
         async def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff: ...
         async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]: ...
         async def log(self, repo: str, rev: str | None = None, *, path: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[LogEntry]: ...  # fmt: skip
@@ -220,8 +229,9 @@ class AsyncClient(_Endpoints):  # type: ignore[misc, valid-type]
         wait_s: float | None = None,
         timeout_s: float = 120,
         idempotency_key: str | None = None,
+        bypass: str | None = None,
     ) -> Outcome:
-        response = await self._send(_core.integrate_call(repo, proposal_id, wait_s, idempotency_key))
+        response = await self._send(_core.integrate_call(repo, proposal_id, wait_s, idempotency_key, bypass))
         doc = response.json()
         if response.status_code == 202:
             doc = await self._outcome_of(repo, doc["operation"], timeout_s)

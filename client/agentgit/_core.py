@@ -28,12 +28,15 @@ from .types import (
     Diff,
     Edit,
     Event,
+    Explanation,
     LogEntry,
     Operation,
     Page,
+    Policy,
     Proposal,
     Rename,
     Repository,
+    Review,
     Stream,
     TreeEntry,
     Write,
@@ -309,6 +312,43 @@ class Endpoints:
     def get_operation(self, repo: str, operation_id: int) -> Operation:
         return self._run(Call("GET", f"/repos/{seg(repo)}/operations/{seg(operation_id)}", _one(Operation.from_api)))
 
+    # -- reviews and policies --------------------------------------------------------------
+
+    def review(self, repo: str, proposal_id: int, verdict: str, body: str = "") -> Review:
+        """Review the proposal's latest revision (scope ``review``): ``approve``, ``reject`` or
+        ``comment``. Its authors may only comment (Forbidden otherwise)."""
+        doc = {"verdict": verdict, **({"body": body} if body else {})}
+        path = f"/repos/{seg(repo)}/proposals/{seg(proposal_id)}/reviews"
+        return self._run(Call("POST", path, _one(Review.from_api), json=doc))
+
+    def reviews(self, repo: str, proposal_id: int) -> list[Review]:
+        """Every review of the proposal, oldest first (withdrawn ones too)."""
+        return self._run(
+            Call(
+                "GET",
+                f"/repos/{seg(repo)}/proposals/{seg(proposal_id)}/reviews",
+                lambda response: [Review.from_api(item) for item in response.json()["reviews"]],
+            )
+        )
+
+    def withdraw_review(self, repo: str, proposal_id: int, review_id: int) -> Review:
+        """Withdraw your review: it no longer counts, and a rejection no longer blocks."""
+        path = f"/repos/{seg(repo)}/proposals/{seg(proposal_id)}/reviews/{seg(review_id)}"
+        return self._run(Call("DELETE", path, _one(Review.from_api)))
+
+    def explain(self, repo: str, proposal_id: int) -> Explanation:
+        """What the policy says of integrating the proposal now: each requirement, met or not."""
+        path = f"/repos/{seg(repo)}/proposals/{seg(proposal_id)}/policy"
+        return self._run(Call("GET", path, _one(Explanation.from_api)))
+
+    def policy(self, repo: str) -> Policy:
+        """The repository's policy in force (version 0 and no rules: none was ever set)."""
+        return self._run(Call("GET", f"/repos/{seg(repo)}/policy", _one(Policy.from_api)))
+
+    def set_policy(self, repo: str, document: dict) -> Policy:
+        """Store ``document`` (``{"rules": [...]}``) as the next policy version (scope ``admin``)."""
+        return self._run(Call("PUT", f"/repos/{seg(repo)}/policy", _one(Policy.from_api), json=document))
+
     # -- history ---------------------------------------------------------------------------
 
     def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff:
@@ -511,9 +551,12 @@ def events_params(kinds: list[str] | None, stream: str | None, timeout_s: float 
 # ------------------------------------------------------------------------------ multi-step calls
 
 
-def integrate_call(repo: str, proposal_id: int, wait_s: float | None, key: str | None = None) -> Call:
+def integrate_call(
+    repo: str, proposal_id: int, wait_s: float | None, key: str | None = None, bypass: str | None = None
+) -> Call:
     path = f"/repos/{seg(repo)}/proposals/{seg(proposal_id)}/integrate"
-    return Call("POST", path, read_json, json={}, params={"wait": wait_s}, headers=_key(key), keyed=True)
+    body = {} if bypass is None else {"bypass": bypass}
+    return Call("POST", path, read_json, json=body, params={"wait": wait_s}, headers=_key(key), keyed=True)
 
 
 def land_call(repo: str, stream: str, body: dict, wait_s: float | None, key: str | None = None) -> Call:

@@ -189,10 +189,13 @@ class Client(_core.Endpoints):
         wait_s: float | None = None,
         timeout_s: float = 120,
         idempotency_key: str | None = None,
+        bypass: str | None = None,
     ) -> Outcome:
         """Integrate a proposal; its outcome (a conflict is an outcome, not an error). A 202 (not
-        done within the server's wait) is polled until done, for at most ``timeout_s``."""
-        call = _core.integrate_call(repo, proposal_id, wait_s, idempotency_key)
+        done within the server's wait) is polled until done, for at most ``timeout_s``. A policy's
+        refusal raises :class:`~agentgit.errors.PolicyDenied`; an admin's ``bypass`` (the reason)
+        lands it anyway, recorded."""
+        call = _core.integrate_call(repo, proposal_id, wait_s, idempotency_key, bypass)
         response = self._send(call)
         doc = response.json()
         if response.status_code == 202:

@@ -8,7 +8,8 @@ line for ``events``); otherwise tables. The server and token come from ``--url``
 ``AGENTGIT_REPO``.
 
 Exit codes: 0 ok, 1 an error, 2 a usage error, 3 a conflict (its paths printed), 4 the token was
-refused (unauthenticated, or it lacks the scope).
+refused (unauthenticated, or it lacks the scope), 5 refused by the repository's policy (each
+unmet requirement printed, and the proposal that waits for them).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from typing import Any
 import click
 
 from ._sync import Client
-from .errors import AgentGitError, ApiError, Forbidden, Unauthenticated
-from .types import Edit, Landing, Outcome, delete, rename, write
+from .errors import AgentGitError, ApiError, Forbidden, PolicyDenied, Unauthenticated
+from .types import Edit, Landing, Outcome, Review, delete, rename, write
 
-EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_AUTH = 1, 2, 3, 4
+EXIT_ERROR, EXIT_USAGE, EXIT_CONFLICT, EXIT_AUTH, EXIT_POLICY = 1, 2, 3, 4, 5
 #: Transfers at least this large show a progress bar (on a terminal).
 PROGRESS_FROM_BYTES = 1024 * 1024
 
@@ -51,6 +52,8 @@ class AgentGitGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except PolicyDenied as error:
+            _refused(error)
         except (Unauthenticated, Forbidden) as error:
             _fail(error, EXIT_AUTH)
         except AgentGitError as error:
@@ -68,6 +71,20 @@ def _fail(error: AgentGitError, code: int) -> None:
             message += "\n  " + ", ".join(f"{k}: {v}" for k, v in detail.items())
     click.echo(f"agentgit: {message}", err=True)
     sys.exit(code)
+
+
+def _refused(error: PolicyDenied) -> None:
+    """A policy's refusal: each unmet requirement on its own line, and the proposal that waits."""
+    click.echo("agentgit: refused by the repository's policy; unmet:", err=True)
+    for item in error.requirements:
+        click.echo(f"  {item.get('requirement')}: {item.get('message')}", err=True)
+    if error.proposal is not None:
+        click.echo(
+            f"proposal {error.proposal} waits for that (agentgit proposal policy {error.proposal}); "
+            f"once met: agentgit proposal integrate {error.proposal}",
+            err=True,
+        )
+    sys.exit(EXIT_POLICY)
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -155,7 +172,8 @@ def bar_line(label: str, done: int, total: int | None, width: int = 30) -> str:
 @json_option
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
-    """AgentGit from the command line. Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 token refused."""
+    """AgentGit from the command line. Exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 token refused,
+    5 refused by the policy."""
     state = ctx.ensure_object(State)
     state.url, state.token = url, token
 
@@ -329,10 +347,118 @@ def proposal_show(repo: str, proposal_id: int) -> None:
 @proposal.command("integrate")
 @repo_option
 @click.argument("proposal_id", type=int)
+@click.option("--bypass", metavar="REASON", help="Land it whatever the policy says (scope admin); recorded.")
 @json_option
-def proposal_integrate(repo: str, proposal_id: int) -> None:
-    """Integrate a proposal; exit code 3 when it conflicts."""
-    _report(_client().integrate(repo, proposal_id))
+def proposal_integrate(repo: str, proposal_id: int, bypass: str | None) -> None:
+    """Integrate a proposal; exit code 3 when it conflicts, 5 when the policy refuses it."""
+    _report(_client().integrate(repo, proposal_id, bypass=bypass))
+
+
+@proposal.command("policy")
+@repo_option
+@click.argument("proposal_id", type=int)
+@json_option
+def proposal_policy(repo: str, proposal_id: int) -> None:
+    """What the policy says of integrating the proposal now: each requirement, met or not."""
+    found = _client().explain(repo, proposal_id)
+    rows = [(item.requirement, "yes" if item.met else "NO", item.message) for item in found.requirements]
+    if not _state().json:
+        verdict = "allowed" if found.allowed else "not allowed"
+        click.echo(f"proposal {proposal_id}: {verdict} now (policy version {found.policy_version})")
+        if not rows:
+            click.echo("the policy asks nothing of it")
+            return
+    emit(found.raw, rows, ("REQUIREMENT", "MET", "MESSAGE"))
+
+
+# ------------------------------------------------------------------------------ reviews and policies
+
+
+@cli.group()
+def review() -> None:
+    """Reviews of proposals (scope review)."""
+
+
+def _review_command(verdict: str, summary: str) -> None:
+    @review.command(verdict, help=summary)
+    @repo_option
+    @click.argument("proposal_id", type=int)
+    @click.option("-m", "--message", "body", default="", help="The review's text.")
+    @json_option
+    def command(repo: str, proposal_id: int, body: str) -> None:
+        made = _client().review(repo, proposal_id, verdict, body)
+        emit(made.raw, text=f"review {made.id}: {made.verdict} of proposal {proposal_id} revision {made.revision}")
+
+
+_review_command("approve", "Approve the proposal's latest revision (its authors cannot).")
+_review_command("reject", "Reject the proposal: it cannot land until you withdraw it or approve.")
+_review_command("comment", "Comment on the proposal (it neither approves nor rejects).")
+
+
+def _review_rows(reviews: Sequence[Review]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            r.id,
+            r.reviewer,
+            r.verdict,
+            r.revision,
+            "withdrawn" if r.withdrawn else "",
+            r.body.splitlines()[0] if r.body else "",
+        )
+        for r in reviews
+    ]
+
+
+@review.command("list")
+@repo_option
+@click.argument("proposal_id", type=int)
+@json_option
+def review_list(repo: str, proposal_id: int) -> None:
+    """Every review of the proposal, oldest first."""
+    found = _client().reviews(repo, proposal_id)
+    emit(
+        {"reviews": [r.raw for r in found]},
+        _review_rows(found),
+        ("ID", "REVIEWER", "VERDICT", "REVISION", "WITHDRAWN", "BODY"),
+    )
+
+
+@review.command("withdraw")
+@repo_option
+@click.argument("proposal_id", type=int)
+@click.argument("review_id", type=int)
+@json_option
+def review_withdraw(repo: str, proposal_id: int, review_id: int) -> None:
+    """Withdraw your review: it no longer counts (a rejection no longer blocks)."""
+    found = _client().withdraw_review(repo, proposal_id, review_id)
+    emit(found.raw, text=f"review {found.id} withdrawn")
+
+
+@cli.group()
+def policy() -> None:
+    """The repository's policy: what may land on which stream."""
+
+
+@policy.command("show")
+@repo_option
+@json_option
+def policy_show(repo: str) -> None:
+    """The policy in force (JSON; version 0 and no rules: none was ever set)."""
+    click.echo(json.dumps(_client().policy(repo).raw, indent=2, sort_keys=True))
+
+
+@policy.command("set")
+@repo_option
+@click.argument("source", type=click.File("r"), metavar="FILE|-")
+@json_option
+def policy_set(repo: str, source: Any) -> None:
+    """Set the policy from a JSON document ({"rules": [...]}; '-': stdin) (scope admin)."""
+    try:
+        document = json.loads(source.read())
+    except ValueError as error:
+        raise click.BadParameter(f"not JSON: {error}", param_hint="FILE") from None
+    stored = _client().set_policy(repo, document)
+    emit(stored.raw, text=f"policy version {stored.version} in force ({len(stored.rules)} rules)")
 
 
 # ------------------------------------------------------------------------------ reading

@@ -7,6 +7,7 @@
         ├── Invalid             invalid          400
         ├── Unauthenticated     unauthenticated  401
         ├── Forbidden           forbidden        403
+        ├── PolicyDenied        policy_denied    403  .requirements (the unmet ones), .proposal (the one that waits)
         ├── NotFound            not_found        404
         ├── AlreadyExists       already_exists   409
         ├── Aborted             aborted          409  retryable (retried)
@@ -80,6 +81,27 @@ class Forbidden(ApiError):
     code = "forbidden"
 
 
+class PolicyDenied(ApiError):
+    """The repository's policy refuses the update. ``requirements``: one ``{"requirement",
+    "message"}`` per unmet requirement, each saying who or what can meet it; ``proposal``: the
+    proposal that stays open for that (a landing's or the one integrated; None for a push or a
+    stream created at a head)."""
+
+    code = "policy_denied"
+
+    @property
+    def requirements(self) -> list[dict]:
+        return self.details
+
+    @property
+    def proposal(self) -> int | None:
+        return _error_field(self.body, "proposal")
+
+    @property
+    def policy_version(self) -> int | None:
+        return _error_field(self.body, "policy_version")
+
+
 class NotFound(ApiError):
     code = "not_found"
 
@@ -110,6 +132,12 @@ class InternalError(ApiError):
 
 #: The exception class of each error code.
 BY_CODE: dict[str, type[ApiError]] = {cls.code: cls for cls in ApiError.__subclasses__()}
+
+
+def _error_field(body: Any, name: str) -> Any:
+    """A code's own field of an error object (``proposal`` of a ``policy_denied``)."""
+    doc = body.get("error", body) if isinstance(body, dict) else None
+    return doc.get(name) if isinstance(doc, dict) else None
 
 
 def error_from_body(body: Any, status: int = 0, retry_after_s: float | None = None) -> ApiError:

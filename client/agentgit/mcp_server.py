@@ -1,9 +1,11 @@
 """AgentGit's tools for agents over MCP (the official SDK's ``MCPServer``).
 
-Ten tools, each with ``ToolAnnotations``; their answers are sized for a context window: lists
+Twelve tools, each with ``ToolAnnotations``; their answers are sized for a context window: lists
 and files come a page at a time with a continuation argument, diffs as raw text with a limit per
 file (or paths only), and a conflict answers with the stream's current head and each
-conflicting path with its kind, so the next call can fix it.
+conflicting path with its kind, so the next call can fix it. A landing the repository's policy
+refuses is an answer too (``outcome: "policy_denied"``): the unmet requirements and the proposal
+that waits for them (review it with ``review_proposal``, check it with ``explain_policy``).
 
 The tools talk to a *backend* with the async client's methods: :class:`~agentgit.AsyncClient`
 for ``agentgit mcp`` (stdio), or the server's own services when the AgentGit server serves them
@@ -25,8 +27,21 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from .errors import AgentGitError, ApiError
-from .types import BlameLine, Diff, Edit, Event, Landing, LogEntry, Outcome, Page, Proposal, TreeEntry
+from .errors import AgentGitError, ApiError, PolicyDenied
+from .types import (
+    BlameLine,
+    Diff,
+    Edit,
+    Event,
+    Explanation,
+    Landing,
+    LogEntry,
+    Outcome,
+    Page,
+    Proposal,
+    Review,
+    TreeEntry,
+)
 from .types import delete as delete_op
 from .types import rename as rename_op
 from .types import write as write_op
@@ -48,6 +63,8 @@ class Backend(Protocol):
     async def land(self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", *, parent: Any = ...) -> Landing: ...  # fmt: skip
     async def open_proposal(self, repo: str, stream: str, head: str, title: str = "") -> Proposal: ...
     async def integrate(self, repo: str, proposal_id: int) -> Outcome: ...
+    async def review(self, repo: str, proposal_id: int, verdict: str, body: str = "") -> Review: ...
+    async def explain(self, repo: str, proposal_id: int) -> Explanation: ...
     async def list_proposals(self, repo: str, *, state: str | None = None, stream: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[Proposal]: ...  # fmt: skip
     def events(self, repo: str, *, after: int | None = None, kinds: list[str] | None = None, timeout_s: float | None = None, reconnect: bool = True) -> AsyncIterator[Event]: ...  # fmt: skip
 
@@ -72,13 +89,22 @@ LAND = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_h
 OPEN = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 #: Integrating a proposal twice answers the first outcome again.
 INTEGRATE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+#: A review adds a verdict; it changes no file (and a second one is another review).
+REVIEW = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
 CONFLICT_NEXT_STEP = (
     "The stream moved and these paths changed on both sides. Read each path at stream_head, redo your "
     "change on top of it, then land again with parent=stream_head (or without parent: the stream's head)."
 )
 
+POLICY_NEXT_STEP = (
+    "The repository's policy refuses this landing until the unmet requirements are met; the proposal stays open. "
+    "Another reviewer approves it (review_proposal), explain_policy shows what is still missing, then "
+    "integrate_proposal lands it. Nothing changed on the stream."
+)
+
 Repo = Annotated[str, Field(description="Repository name.")]
+ProposalId = Annotated[int, Field(ge=1, description="The proposal's id.")]
 Rev = Annotated[str, Field(description="A stream name or a 40-hex changeset id.")]
 
 
@@ -251,7 +277,10 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
         if not edits:
             raise ToolError("nothing to land: give writes, deletes or renames")
         on = {} if parent is None else {"parent": parent}  # else the stream's head
-        landed = await _call(resolve(ctx).land(repo, stream, edits, message, **on))
+        try:
+            landed = await _call(resolve(ctx).land(repo, stream, edits, message, **on), answer_denied=True)
+        except PolicyDenied as denied:
+            return _denied(denied)
         return _outcome(landed, changeset=landed.changeset, proposal=landed.proposal)
 
     async def open_proposal(
@@ -266,9 +295,41 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
         return _proposal(made)
 
     async def integrate_proposal(repo: Repo, proposal_id: int, ctx: Context) -> dict[str, Any]:
-        """Integrate a proposal; answers the outcome (a conflict names the paths and the stream's head)."""
-        outcome = await _call(resolve(ctx).integrate(repo, proposal_id))
+        """Integrate a proposal; answers the outcome (a conflict names the paths and the stream's head;
+        policy_denied names the unmet requirements of the repository's policy)."""
+        try:
+            outcome = await _call(resolve(ctx).integrate(repo, proposal_id), answer_denied=True)
+        except PolicyDenied as denied:
+            return _denied(denied, proposal_id)
         return _outcome(outcome, proposal=proposal_id)
+
+    async def review_proposal(
+        repo: Repo,
+        proposal_id: ProposalId,
+        verdict: Annotated[
+            Literal["approve", "reject", "comment"],
+            Field(description="approve or reject the latest revision, or only comment."),
+        ],
+        ctx: Context,
+        body: Annotated[str, Field(max_length=65536, description="The review's text.")] = "",
+    ) -> dict[str, Any]:
+        """Review a proposal's latest revision: approve, reject or comment (needs the review scope). A
+        proposal's authors may only comment. A rejection blocks it until withdrawn or replaced by an approval."""
+        made = await _call(resolve(ctx).review(repo, proposal_id, verdict, body))
+        keys = ("id", "reviewer", "verdict", "revision")
+        return {"proposal": proposal_id, **{key: made.raw.get(key) for key in keys}}
+
+    async def explain_policy(repo: Repo, proposal_id: ProposalId, ctx: Context) -> dict[str, Any]:
+        """What the repository's policy says of integrating a proposal now, without trying: allowed or not,
+        and each requirement (approvals, code owners, rejections, denied paths), met or not, with who can meet it."""
+        found = await _call(resolve(ctx).explain(repo, proposal_id))
+        return {
+            "proposal": proposal_id,
+            "allowed": found.allowed,
+            "policy_version": found.policy_version,
+            "requirements": [item.raw for item in found.requirements],
+            "approvals": found.approvals,
+        }
 
     async def list_proposals(
         repo: Repo,
@@ -305,18 +366,23 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
         (diff, READ),
         (blame, READ),
         (list_proposals, READ),
+        (explain_policy, READ),
         (wait_for_events, READ),
         (land_change, LAND),
         (open_proposal, OPEN),
         (integrate_proposal, INTEGRATE),
+        (review_proposal, REVIEW),
     ]
 
 
-async def _call(awaitable: Any) -> Any:
-    """The backend's answer; its errors as tool errors the agent can read (code: message)."""
+async def _call(awaitable: Any, *, answer_denied: bool = False) -> Any:
+    """The backend's answer; its errors as tool errors the agent can read (code: message).
+    ``answer_denied``: a policy's refusal is raised as it is, for the tool to answer as a value."""
     try:
         return await awaitable
     except ApiError as error:
+        if answer_denied and isinstance(error, PolicyDenied):
+            raise
         hint = " (retry later)" if error.retryable else ""
         raise ToolError(f"{error.code}: {error.message}{hint}") from None
     except AgentGitError as error:
@@ -361,6 +427,18 @@ def _outcome(result: Landing | Outcome, **ids: Any) -> dict:
     if result.conflicted:
         answer["next_step"] = CONFLICT_NEXT_STEP
     return answer
+
+
+def _denied(error: PolicyDenied, proposal: int | None = None) -> dict:
+    """A policy's refusal as an answer: what is unmet, and the proposal that waits for it."""
+    return {
+        "outcome": "policy_denied",
+        "proposal": error.proposal if error.proposal is not None else proposal,
+        "policy_version": error.policy_version,
+        "unmet": error.requirements,
+        "message": error.message,
+        "next_step": POLICY_NEXT_STEP,
+    }
 
 
 def _proposal(proposal: Proposal) -> dict:

@@ -95,6 +95,9 @@ class Proposal(_FromApi):
     author: str | None
     created: str
     updated: str
+    #: Once integrated on a repository with a policy: the decision it landed by (``allowed``,
+    #: ``policy_version``, ``requirements``, ``approvals``, ``owners``, ``bypass``); else None.
+    decision: dict | None
     raw: dict = field(repr=False, compare=False)
 
     @classmethod
@@ -155,6 +158,71 @@ class Operation(_FromApi):
     def from_api(cls, doc: dict) -> Operation:
         outcome = Outcome.from_api(doc["outcome"]) if doc.get("outcome") else None
         return _build(cls, doc, outcome=outcome)
+
+
+@dataclass(frozen=True)
+class Review(_FromApi):
+    """A verdict on a proposal (``approve``, ``reject`` or ``comment``) of the revision it saw;
+    ``withdrawn`` is when its author withdrew it (None: it stands)."""
+
+    id: int
+    reviewer: str
+    verdict: str
+    body: str
+    revision: int
+    tree: str
+    withdrawn: str | None
+    created: str
+    raw: dict = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Requirement(_FromApi):
+    """One thing a policy asks of a landing (``approvals``, ``code_owners``, ``rejected``,
+    ``paths``, ``direct_update``, ``checks``), whether it is met, and who or what can meet it."""
+
+    requirement: str
+    met: bool
+    message: str
+    raw: dict = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Explanation(_FromApi):
+    """What the repository's policy says of integrating a proposal now (nothing is tried)."""
+
+    allowed: bool
+    #: The policy version judged by (0: the repository has no policy).
+    policy_version: int
+    requirements: list[Requirement]
+    #: The approvals that count (user names).
+    approvals: list[str]
+    raw: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def from_api(cls, doc: dict) -> Explanation:
+        requirements = [Requirement.from_api(item) for item in doc.get("requirements") or []]
+        return _build(cls, doc, requirements=requirements, approvals=list(doc.get("approvals") or []))
+
+    @property
+    def unmet(self) -> list[Requirement]:
+        return [requirement for requirement in self.requirements if not requirement.met]
+
+
+@dataclass(frozen=True)
+class Policy(_FromApi):
+    """A repository's policy document and its version (0 and no rules: none was ever set)."""
+
+    version: int
+    rules: list[dict]
+    changed_by: str | None
+    updated: str | None
+    raw: dict = field(repr=False, compare=False)
+
+    @property
+    def document(self) -> dict:
+        """The document as ``set_policy`` takes it."""
+        return {"rules": self.rules}
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,30 @@ from django.db import close_old_connections
 
 from agentgit import _core
 from agentgit import errors as client_errors
-from agentgit.types import BlameLine, Diff, Edit, Event, Landing, LogEntry, Outcome, Page, Proposal, TreeEntry
+from agentgit.types import (
+    BlameLine,
+    Diff,
+    Edit,
+    Event,
+    Explanation,
+    Landing,
+    LogEntry,
+    Outcome,
+    Page,
+    Proposal,
+    Review,
+    TreeEntry,
+)
 
 from ..errors import Invalid, Unavailable, api_error
 from ..models import Credential, Operation
-from ..services import content, integration, landing, proposals, reads
+from ..services import content, integration, landing, policies, proposals, reads
 from ..services.credentials import require_scope
 from ..services.relay import Filter, TooFarBehind, relay
 from ..services.repositories import get_repository
 from .errors import error_from_dict
 from .serializers import ProposalSerializer
+from .serializers_proposals import ReviewSerializer
 
 #: The longest a tool waits for an integration before answering that it is still queued.
 INTEGRATE_WAIT_S = 60.0
@@ -98,6 +112,22 @@ class ServiceBackend:
             return _outcome_of(integration.wait_for(integration.request_integration(proposal), INTEGRATE_WAIT_S))
 
         return Outcome.from_api(await self._run("integrate", integrate_one))
+
+    async def review(self, repo: str, proposal_id: int, verdict: str, body: str = "") -> Review:
+        """``POST .../reviews`` (scope ``review``): the credential's user reviews."""
+
+        def review_one() -> dict:
+            proposal = proposals.get_proposal(get_repository(repo), proposal_id)
+            made = policies.add_review(proposal, verdict, body, user=self.credential.user, credential=self.credential)
+            return ReviewSerializer(made).data
+
+        return Review.from_api(await self._run("review", review_one))
+
+    async def explain(self, repo: str, proposal_id: int) -> Explanation:
+        """``GET .../proposals/{id}/policy`` (scope ``read``)."""
+        return Explanation.from_api(
+            await self._run("read", lambda: policies.explain(proposals.get_proposal(get_repository(repo), proposal_id)))
+        )
 
     async def list_proposals(
         self, repo: str, *, state: str | None = None, stream: str | None = None, limit: int | None = None, cursor=None

@@ -141,6 +141,71 @@ def test_api_reaches_any_endpoint(ag, repo):
     assert len(made["id"]) == 40
 
 
+# ------------------------------------------------------------------------------ reviews and policies
+
+ONE_APPROVAL = {"rules": [{"streams": ["main"], "required_approvals": 1}]}
+
+
+def test_a_review_round_trip_under_a_policy(server, ag, repo):
+    ag.land(repo, "main", [write("a.txt", "a\n")], message="base")
+    assert ag.policy(repo).version == 0
+    stored = ag.set_policy(repo, ONE_APPROVAL)
+    assert stored.version == 1 and stored.document == ONE_APPROVAL and ag.policy(repo).rules == ONE_APPROVAL["rules"]
+
+    # A landing on the protected stream is refused with what is missing; its proposal waits.
+    with pytest.raises(errors.PolicyDenied) as refused:
+        ag.land(repo, "main", [write("b.txt", "b\n")], message="wants a review")
+    assert refused.value.status == 403 and refused.value.policy_version == 1
+    assert [item["requirement"] for item in refused.value.requirements] == ["approvals"]
+    assert "needs 1 approval" in refused.value.requirements[0]["message"]
+    waiting = refused.value.proposal
+    assert ag.get_proposal(repo, waiting).state == "open"
+    explained = ag.explain(repo, waiting)
+    assert not explained.allowed and explained.policy_version == 1
+    assert [(r.requirement, r.met) for r in explained.unmet] == [("approvals", False)]
+
+    # Its author may comment, not approve.
+    ag.review(repo, waiting, "comment", "over to you")
+    with pytest.raises(errors.Forbidden):
+        ag.review(repo, waiting, "approve")
+    with Client(server.url, server.token_for("read,review")) as reviewer:
+        approval = reviewer.review(repo, waiting, "approve", "looks right")
+    assert approval.verdict == "approve" and approval.revision == 1 and approval.withdrawn is None
+    assert [(r.verdict, r.body) for r in ag.reviews(repo, waiting)] == [
+        ("comment", "over to you"),
+        ("approve", "looks right"),
+    ]
+    now = ag.explain(repo, waiting)
+    assert now.allowed and now.approvals == [approval.reviewer] and now.unmet == []
+
+    landed = ag.integrate(repo, waiting)
+    assert landed.outcome == "fast_forward"
+    decision = ag.get_proposal(repo, waiting).decision
+    assert decision["allowed"] and decision["approvals"] == [approval.reviewer] and decision["bypass"] is None
+
+
+def test_a_withdrawn_approval_no_longer_counts_and_an_admin_bypasses(server, ag, repo):
+    ag.land(repo, "main", [write("a.txt", "a\n")], message="base")
+    ag.set_policy(repo, ONE_APPROVAL)
+    head = ag.create_changeset(repo, ag.get_stream(repo, "main").head, [{"op": "write", "path": "c", "content": "c"}])
+    proposal = ag.open_proposal(repo, "main", head.id).id
+    with Client(server.url, server.token_for("read,review")) as reviewer:
+        approval = reviewer.review(repo, proposal, "approve")
+        withdrawn = reviewer.withdraw_review(repo, proposal, approval.id)
+    assert withdrawn.withdrawn is not None
+    with pytest.raises(errors.PolicyDenied) as refused:
+        ag.integrate(repo, proposal)
+    assert refused.value.proposal == proposal and refused.value.requirements[0]["requirement"] == "approvals"
+
+    async def bypass():
+        async with AsyncClient(server.url, server.token) as admin:
+            assert not (await admin.explain(repo, proposal)).allowed
+            return await admin.integrate(repo, proposal, bypass="hotfix for the outage")
+
+    assert asyncio.run(bypass()).outcome == "fast_forward"
+    assert ag.get_proposal(repo, proposal).decision["bypass"]["reason"] == "hotfix for the outage"
+
+
 # ------------------------------------------------------------------------------ errors
 
 
