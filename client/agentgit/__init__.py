@@ -30,6 +30,7 @@ from .errors import (
     TransportError,
     Unauthenticated,
     Unavailable,
+    WrongState,
 )
 from .types import (
     BlameLine,
@@ -94,6 +95,7 @@ __all__ = [
     "TreeEntry",
     "Unauthenticated",
     "Unavailable",
+    "WrongState",
     "delete",
     "rename",
     "write",

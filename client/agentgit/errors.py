@@ -11,6 +11,7 @@
         ├── NotFound            not_found        404
         ├── AlreadyExists       already_exists   409
         ├── Aborted             aborted          409  retryable (retried)
+        ├── WrongState          wrong_state      409  (a review of an integrated proposal, ...)
         ├── TooLarge            too_large        413
         ├── RateLimited         rate_limited     429  retryable (retried), .retry_after_ms
         ├── Unavailable         unavailable      503  retryable (retried)
@@ -112,6 +113,13 @@ class AlreadyExists(ApiError):
 
 class Aborted(ApiError):
     code = "aborted"
+
+
+class WrongState(ApiError):
+    """The thing is not in a state that allows it: a closed proposal integrated, an integrated one
+    revised or reviewed."""
+
+    code = "wrong_state"
 
 
 class TooLarge(ApiError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from agentgit.cli import EXIT_AUTH, EXIT_CONFLICT, cli
+from agentgit.cli import EXIT_AUTH, EXIT_CONFLICT, EXIT_POLICY, cli
 
 
 @pytest.fixture
@@ -143,6 +144,43 @@ def test_proposal_commands_and_exit_3_with_the_paths_on_a_conflict(run, api, ser
     integrated = run("proposal", "integrate", str(opened["id"]), "--json", expect=EXIT_CONFLICT)
     assert as_json(integrated)["conflicts"] == [{"path": "a.txt", "kind": "content"}]
     assert str(opened["id"]) in run("proposal", "list").stdout
+
+
+def test_reviews_policies_and_exit_5_with_the_unmet_requirements(run, server, tmp_path):
+    run("land", "-m", "base", "--write", "a.txt=-", stdin=b"a\n")
+    rules = [{"streams": ["main"], "required_approvals": 1}]
+    document = tmp_path / "policy.json"
+    document.write_text(json.dumps({"rules": rules}))
+    assert "policy version 1 in force (1 rules)" in run("policy", "set", str(document)).stdout
+    assert run("policy", "set", "-", stdin=b"{not json", expect=2).exit_code == 2
+    assert json.loads(run("policy", "show").stdout)["rules"] == rules
+
+    # A landing on the protected stream: exit 5, each unmet requirement, the proposal that waits.
+    refused = run("land", "-m", "wants review", "--write", "b.txt=-", stdin=b"b\n", expect=EXIT_POLICY)
+    assert "approvals: needs 1 approval of its latest revision, has 0" in refused.stderr
+    proposal = re.search(r"proposal (\d+) waits", refused.stderr).group(1)
+    checklist = run("proposal", "policy", proposal).stdout
+    assert f"proposal {proposal}: not allowed now (policy version 1)" in checklist
+    assert re.search(r"^approvals +NO +needs 1 approval", checklist, re.MULTILINE), checklist
+
+    # Its author may not approve it (exit 4: forbidden); another reviewer may.
+    assert "would not count" in run("review", "approve", proposal, expect=EXIT_AUTH).stderr
+    reviewer = server.token_for("read,review")
+    run("review", "comment", proposal, "-m", "reading it", token=reviewer)
+    assert "approve of proposal" in run("review", "approve", proposal, "-m", "fine", token=reviewer).stdout
+    reviews = as_json(run("review", "list", proposal, "--json"))["reviews"]
+    assert [(r["verdict"], r["body"]) for r in reviews] == [("comment", "reading it"), ("approve", "fine")]
+    assert re.search(r"approvals +yes", run("proposal", "policy", proposal).stdout)
+    assert as_json(run("proposal", "policy", proposal, "--json"))["allowed"] is True
+
+    # Withdrawn, the approval no longer counts: integrate exits 5; an admin's bypass lands it.
+    assert "withdrawn" in run("review", "withdraw", proposal, str(reviews[1]["id"]), token=reviewer).stdout
+    again = run("proposal", "integrate", proposal, expect=EXIT_POLICY)
+    assert "approvals: needs 1 approval" in again.stderr and f"proposal {proposal} waits" in again.stderr
+    assert "fast_forward" in run("proposal", "integrate", proposal, "--bypass", "release day").stdout
+    decision = as_json(run("proposal", "show", proposal, "--json"))["decision"]
+    assert decision["bypass"]["reason"] == "release day"
+    assert "wrong_state" in run("review", "comment", proposal, "-m", "late", expect=1).stderr
 
 
 def test_events_print_json_lines(run, server, repo):
