@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,15 +18,17 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {
-    "read_file", "list_tree", "log", "diff", "blame", "list_proposals", "wait_for_events",
-    "land_change", "open_proposal", "integrate_proposal",
+    "read_file", "list_tree", "log", "diff", "blame", "list_proposals", "wait_for_events", "explain_policy",
+    "land_change", "open_proposal", "integrate_proposal", "review_proposal",
 }  # fmt: skip
-WRITERS = {"land_change", "open_proposal", "integrate_proposal"}
+WRITERS = {"land_change", "open_proposal", "integrate_proposal", "review_proposal"}
 
 
 def stdio(server, *args: str, token: str | None = None):
     script = Path(sys.executable).parent / "agentgit"
     env = {"AGENTGIT_URL": server.url, "AGENTGIT_TOKEN": token or server.token, "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # the client package under test, where it is not the one installed
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return McpClient(StdioServerParameters(command=str(script), args=["mcp", *args], env=env))
 
 
@@ -105,6 +108,46 @@ async def refuses_writes(session, repo: str, *, listed: bool) -> None:
     return text
 
 
+async def under_a_policy(author, reviewer, repo: str, server) -> None:
+    """A landing the policy refuses is an answer naming what is unmet and the proposal that waits;
+    a reviewer approves it, the checklist turns met, and it integrates."""
+    tools = {tool.name: tool for tool in (await reviewer.list_tools()).tools}
+    assert tools["explain_policy"].annotations.read_only_hint
+    review = tools["review_proposal"].annotations
+    assert not review.read_only_hint and not review.destructive_hint
+
+    error, _, _ = await call(author, "land_change", repo=repo, message="base", writes=[{"path": "a", "content": "a"}])
+    assert not error
+    policy = {"rules": [{"streams": ["main"], "required_approvals": 1}]}
+    headers = {"Authorization": f"Bearer {server.token}"}
+    assert httpx.put(f"{server.url}/api/v1/repos/{repo}/policy", json=policy, headers=headers).status_code == 200
+
+    error, refused, text = await call(
+        author, "land_change", repo=repo, message="wants review", writes=[{"path": "b", "content": "b"}]
+    )
+    assert not error and refused["outcome"] == "policy_denied", text
+    assert [item["requirement"] for item in refused["unmet"]] == ["approvals"] and "review_proposal" in refused[
+        "next_step"
+    ]
+    waiting = refused["proposal"]
+    error, explained, _ = await call(reviewer, "explain_policy", repo=repo, proposal_id=waiting)
+    assert not error and explained["allowed"] is False
+    assert [(r["requirement"], r["met"]) for r in explained["requirements"]] == [("approvals", False)]
+    error, denied, _ = await call(author, "integrate_proposal", repo=repo, proposal_id=waiting)
+    assert not error and denied["outcome"] == "policy_denied" and denied["proposal"] == waiting
+
+    error, _, text = await call(author, "review_proposal", repo=repo, proposal_id=waiting, verdict="approve")
+    assert error and "forbidden" in text  # the author's approval would not count
+    error, made, _ = await call(
+        reviewer, "review_proposal", repo=repo, proposal_id=waiting, verdict="approve", body="ok"
+    )
+    assert not error and made["verdict"] == "approve" and made["revision"] == 1
+    error, explained, _ = await call(reviewer, "explain_policy", repo=repo, proposal_id=waiting)
+    assert explained["allowed"] is True and explained["approvals"] == [made["reviewer"]]
+    error, landed, _ = await call(author, "integrate_proposal", repo=repo, proposal_id=waiting)
+    assert not error and landed["outcome"] == "fast_forward", landed
+
+
 def test_tools_over_stdio(server, repo):
     async def run():
         async with stdio(server) as session:
@@ -117,6 +160,27 @@ def test_tools_over_http(server, repo):
     async def run():
         async with http(server) as session:
             await scenario(session, repo)
+
+    asyncio.run(run())
+
+
+def test_reviews_and_policy_refusals_over_stdio(server, repo):
+    async def run():
+        async with stdio(server) as author, stdio(server, token=server.token_for("read,review")) as reviewer:
+            await under_a_policy(author, reviewer, repo, server)
+
+    asyncio.run(run())
+
+
+def test_reviews_and_policy_refusals_over_http(server, repo):
+    reviewer_token, reader = server.token_for("read,review"), server.token_for("read")
+
+    async def run():
+        async with http(server) as author, http(server, token=reviewer_token) as reviewer:
+            await under_a_policy(author, reviewer, repo, server)
+        async with http(server, token=reader) as session:  # reviewing needs the review scope
+            error, _, text = await call(session, "review_proposal", repo=repo, proposal_id=1, verdict="comment")
+            assert error and "review" in text and "forbidden" in text
 
     asyncio.run(run())
 
