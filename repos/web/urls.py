@@ -27,6 +27,12 @@ urlpatterns = [
     path("repos/<str:repo>/compare/<path:spec>", views_history.compare, name="compare"),
     path("repos/<str:repo>/proposals/", views_proposals.proposal_list, name="proposals"),
     path("repos/<str:repo>/proposals/<int:number>", views_proposals.proposal_detail, name="proposal"),
+    path("repos/<str:repo>/proposals/<int:number>/reviews", views_proposals.review, name="review"),
+    path(
+        "repos/<str:repo>/proposals/<int:number>/reviews/<int:review_id>/withdraw",
+        views_proposals.withdraw_review,
+        name="withdraw-review",
+    ),
     path("repos/<str:repo>/activity/", views_proposals.activity, name="activity"),
     # Ends in /events: the load-shedding guard never refuses a feed (agentgit_site/guards.py).
     path("repos/<str:repo>/activity/events", feed.activity_events, name="activity-events"),

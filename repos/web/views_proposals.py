@@ -1,16 +1,27 @@
-"""Proposals (list and detail, with conflicts and the diff a proposal brings) and the activity page."""
+"""Proposals (list and detail, with conflicts, the diff a proposal brings, its reviews and what
+the repository's policy says of it), reviewing them, and the activity page.
+
+A person reviews through their login: the reviewer is ``request.user``, who needs read access to
+the repository like every repository page (the API asks a token for the ``review`` scope; a
+web session has no scopes). Reviews are POST forms with Django's CSRF token, answered by a
+redirect to the proposal page; a refusal (an author approving, a closed proposal) is a message
+shown there.
+"""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
-from django.views.decorators.http import require_safe
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
 
 from engine.objects import MODE_TREE
 
+from ..errors import Forbidden, Invalid, WrongState
 from ..models import Proposal
-from ..services import browse, proposals
+from ..services import browse, policies, proposals
 from ..services.events import PROPOSAL_CONFLICT, PROPOSAL_OPENED, STREAM_INTEGRATE
 from .pages import diff_context, remember_layout, repository_page
 
@@ -75,6 +86,7 @@ def proposal_detail(request: HttpRequest, repository, number: int) -> HttpRespon
     context = {
         "repository": repository,
         "proposal": proposal,
+        **_review_context(request, proposal),
         "revisions": proposals.revisions(proposal),
         "head": head_info,
         "ours": ours,
@@ -83,6 +95,63 @@ def proposal_detail(request: HttpRequest, repository, number: int) -> HttpRespon
         **diff_context(request, repository, base, proposal.head),
     }
     return remember_layout(request, render(request, "web/proposal.html", context))
+
+
+#: The states in which a proposal takes reviews and the policy's checklist is worth showing.
+REVIEWABLE = (Proposal.State.OPEN, Proposal.State.CONFLICTED)
+
+
+def _review_context(request: HttpRequest, proposal: Proposal) -> dict:
+    """The reviews (the user's own standing ones withdrawable), and the policy's word on the
+    proposal: the checklist of what integrating it now needs while it is open, the decision it
+    landed by once integrated."""
+    reviewable = proposal.state in REVIEWABLE
+    reviews = [
+        {"review": review, "mine": review.user_id == request.user.pk and review.withdrawn is None and reviewable}
+        for review in policies.reviews_of(proposal)
+    ]
+    explanation = policies.explain(proposal) if reviewable else None
+    return {
+        "reviews": reviews,
+        "reviewable": reviewable,
+        "explanation": explanation,
+        "decision": proposal.decision,
+        # The checklist: the recorded decision once integrated, else what integrating now needs.
+        "judgment": proposal.decision or explanation,
+    }
+
+
+@require_POST
+@repository_page
+def review(request: HttpRequest, repository, number: int) -> HttpResponse:
+    """Approve, reject or comment on the proposal as the logged-in user; back to its page."""
+    proposal = proposals.get_proposal(repository, number)
+    verdict = request.POST.get("verdict", "")
+    try:
+        made = policies.add_review(proposal, verdict, request.POST.get("body", ""), user=request.user)
+    except (Forbidden, WrongState, Invalid) as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Your {made.verdict} of revision {made.revision} is recorded.")
+    return _back_to(repository, number)
+
+
+@require_POST
+@repository_page
+def withdraw_review(request: HttpRequest, repository, number: int, review_id: int) -> HttpResponse:
+    """Withdraw one's own review; back to the proposal's page."""
+    proposal = proposals.get_proposal(repository, number)
+    try:
+        withdrawn = policies.withdraw_review(proposal, review_id, user=request.user)
+    except Forbidden as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Review {withdrawn.pk} is withdrawn.")
+    return _back_to(repository, number)
+
+
+def _back_to(repository, number: int) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("web:proposal", args=[repository.name, number]) + "#reviews")
 
 
 #: The most of a marked-up conflict the page shows (the rest is a click away in the API).

@@ -6,8 +6,10 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
+from django.test import Client
 
 from repos.services.browse import describe
+from tests.factories import CredentialFactory, UserFactory
 from tests.web.conftest import HOSTILE_NAME, SCRIPT, land, write
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -182,3 +184,100 @@ def test_go_to_file_and_trees_at_streams_with_slashes(reader, sample):
     assert "notes.txt" in feature and "docs/" not in feature
     assert reader.get("/repos/demo/tree/main/nothing-here").status_code == 404
     assert reader.get("/repos/demo/blob/main/../etc/passwd").status_code in (400, 404)
+
+
+# ------------------------------------------------------------------------------ reviews and the policy
+
+
+def _under_review(sample, *, author=None, title="needs a review"):
+    """A proposal on main of a repository whose policy asks one approval (authored by ``author``'s
+    credential when given)."""
+    from repos.services import policies
+    from repos.services.proposals import open_proposal
+
+    policies.set_policy(sample.repository, {"rules": [{"streams": ["main"], "required_approvals": 1}]}, by="admin")
+    head = write(sample.repository, sample.merged, {"review.txt": "please look\n"})
+    credential = CredentialFactory(user=author) if author is not None else None
+    return open_proposal(sample.repository, stream="main", head=head, title=title, credential=credential)
+
+
+def test_a_proposal_shows_the_policys_checklist_and_the_review_forms(reader, sample):
+    proposal = _under_review(sample)
+    html = reader.get(f"/repos/demo/proposals/{proposal.pk}").content.decode()
+    assert "Policy version 1" in html and "not allowed yet" in html
+    checklist = html[html.index('<ul class="checklist">') :]
+    assert '<li class="unmet" data-requirement="approvals">' in checklist and "needs 1 approval" in checklist
+    form = html[html.index('class="review-form"') :]
+    assert 'name="csrfmiddlewaretoken"' in form
+    assert all(f'name="verdict" value="{verdict}"' in form for verdict in ("approve", "reject", "comment"))
+    assert "No reviews yet." in html
+
+
+def test_approving_through_the_page_turns_the_checklist_met(reader, sample, person):
+    proposal = _under_review(sample)
+    url = f"/repos/demo/proposals/{proposal.pk}"
+    answer = reader.post(f"{url}/reviews", {"verdict": "approve", "body": f"fine {SCRIPT}"})
+    assert answer.status_code == 302 and answer["Location"] == f"{url}#reviews"
+    html = reader.get(url).content.decode()
+    assert "Your approve of revision 1 is recorded." in html
+    assert '<li class="met" data-requirement="approvals">' in html and "ready to integrate" in html
+    reviews = html[html.index('id="reviews"') :]
+    assert "pat" in reviews and "verdict-approve" in reviews and ESCAPED in reviews and SCRIPT not in html
+    from repos.models import Review
+
+    review = Review.objects.get(proposal=proposal)
+    assert review.user == person and review.credential is None and review.body == f"fine {SCRIPT}"
+
+    # Withdrawn from the page, it no longer counts.
+    withdraw = f"{url}/reviews/{review.pk}/withdraw"
+    assert f'action="{withdraw}"' in html
+    assert reader.post(withdraw).status_code == 302
+    html = reader.get(url).content.decode()
+    assert "is withdrawn." in html and '<li class="unmet" data-requirement="approvals">' in html
+    assert 'class="review withdrawn"' in html and f'action="{withdraw}"' not in html
+
+
+def test_an_authors_approval_is_a_message_on_the_page_not_an_error(reader, sample, person):
+    proposal = _under_review(sample, author=person)
+    url = f"/repos/demo/proposals/{proposal.pk}"
+    refused = reader.post(f"{url}/reviews", {"verdict": "approve"}, follow=True)
+    assert refused.status_code == 200
+    html = refused.content.decode()
+    assert '<li class="message error">' in html and "would not count" in html
+    assert reader.post(f"{url}/reviews", {"verdict": "merge"}, follow=True).status_code == 200  # invalid: a message
+    assert proposal.reviews.count() == 0
+    # Another user's review cannot be withdrawn by pat.
+    from repos.services import policies
+
+    other = policies.add_review(proposal, "comment", "mine", user=UserFactory(username="kim"))
+    gone = reader.post(f"{url}/reviews/{other.pk}/withdraw", follow=True).content.decode()
+    assert "only they can withdraw it" in gone
+    other.refresh_from_db()
+    assert other.withdrawn is None
+
+
+def test_reviewing_needs_csrf_a_login_read_access_and_a_post(reader, stranger, sample, person):
+    proposal = _under_review(sample)
+    url = f"/repos/demo/proposals/{proposal.pk}/reviews"
+    guarded = Client(enforce_csrf_checks=True)
+    guarded.force_login(person)
+    assert guarded.post(url, {"verdict": "approve"}).status_code == 403  # no CSRF token
+    assert stranger.post(url, {"verdict": "approve"}).status_code == 404  # no access: as if none
+    assert Client().post(url, {"verdict": "approve"}).status_code == 302  # anonymous: to the login
+    assert reader.get(url).status_code == 405
+    assert reader.post("/repos/demo/proposals/999999/reviews", {"verdict": "approve"}).status_code == 404
+    assert proposal.reviews.count() == 0
+
+
+def test_an_integrated_proposal_shows_the_decision_and_its_bypass(reader, sample):
+    from repos.services import integration
+
+    proposal = _under_review(sample)
+    integration.request_integration(proposal, bypass={"by": "root", "reason": "hotfix <b>now</b>"})
+    proposal.refresh_from_db()
+    assert proposal.state == "integrated"
+    html = reader.get(f"/repos/demo/proposals/{proposal.pk}").content.decode()
+    assert "Landed by policy version 1" in html and "bypassed" in html
+    assert "by root: hotfix &lt;b&gt;now&lt;/b&gt;" in html
+    assert '<li class="unmet" data-requirement="approvals">' in html  # what was bypassed
+    assert 'class="review-form"' not in html  # it takes no more reviews
