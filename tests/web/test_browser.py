@@ -218,6 +218,41 @@ def test_an_integration_appears_on_the_open_activity_page_without_a_reload(page,
     shot(page, "12-activity-live")
 
 
+GRANT = """
+from django.contrib.auth import get_user_model
+from repos.services.access import grant_access
+from repos.services.repositories import get_repository
+grant_access(get_user_model().objects.get(username="robin"), get_repository("policed"))
+"""
+
+
+def test_approving_a_proposal_on_its_page_turns_the_policys_checklist_met(page, server):
+    api = server.api
+    api.create_repo("policed")
+    server.manage("shell", "-c", GRANT)
+    land_on = "/repos/policed"
+    api.request("PUT", f"{land_on}/policy", json={"rules": [{"streams": ["main"], "required_approvals": 1}]})
+    head = api.write("policed", None, {"a.txt": "reviewed\n"}, "a change to review")
+    proposal = api.open_proposal("policed", head, title="please review")["id"]
+
+    page.goto(f"{server.url}/repos/policed/proposals/{proposal}")
+    approvals = page.locator("ul.checklist li[data-requirement=approvals]")
+    assert approvals.get_attribute("class") == "unmet" and "needs 1 approval" in approvals.inner_text()
+    assert "not allowed yet" in page.locator("section.policy h2").inner_text()
+    shot(page, "30-proposal-under-review")
+
+    page.fill("#review-body", f"looks right {SCRIPT}")
+    follow(page, "button[value=approve]")
+    assert page.url.endswith(f"/proposals/{proposal}#reviews")
+    assert "recorded" in page.locator("ul.messages").inner_text()
+    assert approvals.get_attribute("class") == "met"
+    assert "ready to integrate" in page.locator("section.policy h2").inner_text()
+    row = page.locator("section.reviews tr.review").first
+    assert "robin" in row.inner_text() and f"looks right {SCRIPT}" in row.inner_text()  # text, not markup
+    shot(page, "31-proposal-approved")
+    assert api.request("POST", f"{land_on}/proposals/{proposal}/integrate", json={}).json()["outcome"] == "fast_forward"
+
+
 def test_html_in_names_contents_messages_provenance_and_titles_stays_text(page, server):
     hostile = server.history["hostile"]
     visits = {
