@@ -43,7 +43,11 @@ def test_path_patterns_match_as_git_check_ignore_does(tmp_path: Path):
 
 def test_stream_globs():
     streams = compile_streams(["main", "release/*", "agent/**", "v?"])
-    assert [name for name in ["main", "mainx", "release/1", "release/1/2", "agent/a/b", "v1", "v10"] if streams.matches(name)] == [
+    assert [
+        name
+        for name in ["main", "mainx", "release/1", "release/1/2", "agent/a/b", "v1", "v10"]
+        if streams.matches(name)
+    ] == [
         "main",
         "release/1",
         "agent/a/b",
