@@ -295,7 +295,7 @@ def parse_policy(document: object, version: int = 0) -> Policy:
     return Policy(version, tuple(rules), document)
 
 
-def _parse_rule(raw: dict, at: str, problems: list[dict[str, object]]) -> Rule | None:
+def _parse_rule(raw: dict[str, object], at: str, problems: list[dict[str, object]]) -> Rule | None:
     before = len(problems)
     if "streams" not in raw or not raw["streams"]:
         problems.append(_problem(f"{at}.streams", "required: the stream patterns the rule is for"))
@@ -326,6 +326,8 @@ def _parse_rule(raw: dict, at: str, problems: list[dict[str, object]]) -> Rule |
     path_condition, deny = paths("paths"), paths("deny_paths")
     if len(problems) > before:
         return None
+    assert isinstance(approvals, int) and isinstance(code_owners, bool)  # checked above
+    assert isinstance(direct, str) and isinstance(name, str)
     return Rule(StreamPatterns(streams), path_condition, approvals, code_owners, deny, direct, name)
 
 
@@ -483,7 +485,7 @@ def _code_owners(facts: Facts, approvers: set[str]) -> tuple[Requirement, tuple[
     if facts.codeowners is None:
         return Requirement("code_owners", True, f"{facts.stream} has no CODEOWNERS file: no path is owned"), ()
     missing: dict[tuple[str, ...], list[str]] = {}
-    record = []
+    record: list[dict[str, object]] = []
     for path in facts.paths:
         owners = facts.codeowners.owners_of(path)
         if not owners:

@@ -374,13 +374,16 @@ class PolicyVersionAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def get_changeform_initial_data(self, request: HttpRequest) -> dict:
-        initial = super().get_changeform_initial_data(request)
+    def get_changeform_initial_data(self, request: HttpRequest):  # type: ignore[override]
+        initial: dict[str, object] = dict(super().get_changeform_initial_data(request))
+        repository = request.GET.get("repository", "")
         current = (
-            PolicyVersion.objects.filter(repository_id=initial.get("repository"))
+            PolicyVersion.objects.filter(repository_id=int(repository))
             .order_by("-version")
             .values_list("document", flat=True)
             .first()
+            if repository.isdigit()
+            else None
         )
         initial["document"] = current if current is not None else {"rules": []}
         return initial

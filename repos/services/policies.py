@@ -242,7 +242,7 @@ def _authors(proposal: Proposal) -> frozenset[str]:
     """The proposal's author and every user who wrote one of its revisions."""
     _using, rows = _REVISION_AUTHORS.all(proposal.pk, model=ProposalRevision)
     found = {name for (name,) in rows}
-    if proposal.author_id is not None:
+    if proposal.author is not None:
         found.add(proposal.author.user.get_username())
     return frozenset(found)
 
@@ -371,7 +371,7 @@ def _owners(rules, store: ObjectStore, stream_head: str | None, paths: Sequence[
     if not isinstance(codeowners, CodeOwners):
         return {"codeowners": codeowners}
     named = {f"@{user}" for user in approvers}
-    owners = set()
+    owners: set[str] = set()
     for path in paths:
         owned_by = codeowners.owners_of(path)
         if not named.intersection(owned_by):
