@@ -44,6 +44,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
     "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
+    "/api/v1/repos/{repo}/policy": "each path pattern must parse as gitignore's (an unclosed '[' does not)",
 }
 
 
