@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+from pathspec.patterns.gitignore.spec import GitIgnorePatternError, GitIgnoreSpecPattern
 
 from .errors import InvalidInput
 
@@ -160,7 +160,10 @@ def _path_regex(pattern: str, *, negation: bool = True) -> tuple[str, bool, str 
         return None
     if pattern.startswith("#"):
         return None
-    regex, included = GitIgnoreSpecPattern.pattern_to_regex(pattern)
+    try:
+        regex, included = GitIgnoreSpecPattern.pattern_to_regex(pattern)
+    except GitIgnorePatternError:  # e.g. a trailing backslash, escaping nothing
+        return None
     if regex is None or included is None:
         return None
     return regex, included, _anchor(pattern.removeprefix("!"))
