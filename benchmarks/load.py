@@ -12,7 +12,8 @@ and any problem fails the command after the table. The scenarios reuse the machi
 * ``streams``, ``contention``, ``same-file``, ``big-repo``: the closed-loop writers of
   :func:`benchmarks.cycle.run_writers`;
 * ``fanout``: :func:`benchmarks.events_bench.run_fan_out`;
-* ``landing``: :func:`benchmarks.resolution_bench.run_landing` (planned conflicts reported, as the peer's);
+* ``landing``: :func:`benchmarks.resolution_bench.run_landing` (planned conflicts reported, as the peer's),
+  twice: on an open main and on a main guarded by one approval, given before integrating;
 * ``git`` and ``big-repo``: repositories built by :func:`benchmarks.git_bench.build_source` and
   brought in with ``agentgit_import``;
 * ``ratelimit``: threads of this process, one credential hammered, another calling steadily.
@@ -661,13 +662,17 @@ def landing(ctx: Context) -> list[Row]:
     counted; unless the server refused it as retryable (``unavailable``, ``aborted``: a busy
     machine), that is a problem too."""
     rows = []
-    for agents in ctx.profile.landing_agents:
+    for agents, guarded in [(agents, guarded) for agents in ctx.profile.landing_agents for guarded in (False, True)]:
         with ctx.servers.deployment() as deployment:
             token = ctx.servers.token(deployment)
+            reviewer = None
+            if guarded:  # the same run on a main guarded by one approval, given before integrating
+                reviewer = deployment.create_token("landing-reviewer", "read,review", rate=UNLIMITED, burst=UNLIMITED)
             with Window(deployment) as window:
                 run = run_landing(
-                    deployment.url, token, agents=agents, changes=ctx.profile.landing_changes, resolve=False
-                )
+                    deployment.url, token, agents=agents, changes=ctx.profile.landing_changes, resolve=False,
+                    reviewer_token=reviewer,
+                )  # fmt: skip
             with ApiClient(deployment.url, token) as client:
                 lost = _landed_changes_lost(client, run)
         summary = run.summary()
@@ -678,8 +683,9 @@ def landing(ctx: Context) -> list[Row]:
                 code = _error_code(change.error)
                 errors[code] = errors.get(code, 0) + 1
         row = Row(
-            f"landing {agents}", ctx.backend, agents, run.elapsed_s, "lands", len(landed), "change, first call to landed",
-            percentiles([c.elapsed_ms for c in landed]), errors,
+            f"landing {agents}" + (" approvals" if guarded else ""), ctx.backend, agents, run.elapsed_s, "lands",
+            len(landed), "change, first call to landed" + (" (less the reviewer's call)" if guarded else ""),
+            percentiles([c.elapsed_ms - c.review_ms for c in landed]), errors,
             details={
                 "landed": f"{len(landed)} of {len(run.changes)}",
                 "conflicted": summary["conflicted"],

@@ -31,6 +31,9 @@ SHARED = "shared.txt"
 CONTESTED = "status: initial"
 #: A change that neither lands nor conflicts after this many calls fails the run.
 MAX_ATTEMPTS = 50
+#: The approvals-only policy of the landing scenario's guarded variant (issue 23): one approval,
+#: given by a reviewer before the agent integrates.
+APPROVALS_POLICY = {"rules": [{"streams": ["main"], "required_approvals": 1}]}
 
 
 @dataclass
@@ -43,6 +46,8 @@ class Change:
     outcome: str | None = None
     error: str | None = None
     elapsed_ms: float = 0.0
+    #: The reviewer's approval call inside ``elapsed_ms`` (the guarded variant): not the agent's time.
+    review_ms: float = 0.0
     #: The paths a ``conflict`` outcome named (the scenario without resolution ends there).
     conflicts: list[str] = field(default_factory=list)
 
@@ -68,7 +73,7 @@ class LandingRun:
 
     def summary(self) -> dict[str, Any]:
         landed = self.landed
-        times = sorted(c.elapsed_ms for c in landed)
+        times = sorted(c.elapsed_ms - c.review_ms for c in landed)
         attempts = sum(c.attempts for c in self.changes)
         planned = [c for c in self.changes if c.planned_conflict]
         return {
@@ -107,9 +112,12 @@ def keep_both(marked: bytes) -> str:
     return "".join(out)
 
 
-def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str, resolve: bool) -> None:
+def _land_change(
+    client: ApiClient, repo: str, change: Change, stale_base: str, resolve: bool, reviewer: ApiClient | None = None
+) -> None:
     """One change from its changeset to its landing, resolving conflicts as they come (or, if
-    not ``resolve``, ending at the first conflict with the paths it named)."""
+    not ``resolve``, ending at the first conflict with the paths it named). With a ``reviewer``,
+    the proposal is approved before it is integrated (the time of that call is kept apart)."""
     started = time.monotonic()
     if change.planned_conflict:
         text = f"status: agent {change.agent} change {change.index}\n"
@@ -121,6 +129,12 @@ def _land_change(client: ApiClient, repo: str, change: Change, stale_base: str, 
         }
         head = client.write(repo, parent, files, f"agent {change.agent} change {change.index}")
     proposal = client.open_proposal(repo, head)["id"]
+    if reviewer is not None:
+        asked = time.monotonic()
+        reviewer.request(
+            "POST", f"/repos/{repo}/proposals/{proposal}/reviews", json={"verdict": "approve"}, expect=(201,)
+        )
+        change.review_ms = (time.monotonic() - asked) * 1000
     response = client.integrate_raw(repo, proposal, wait=60)
     while change.attempts < MAX_ATTEMPTS:
         change.attempts += 1
@@ -178,31 +192,39 @@ def run_landing(
     conflict_every: int = 5,
     resolve: bool = True,
     on_change: Callable[[Change], None] | None = None,
+    reviewer_token: str | None = None,
 ) -> LandingRun:
     """Drive ``agents`` threads, ``changes`` each, against a running server; one change in
     ``conflict_every`` (20 % by default) is a planned conflict, which the agent resolves (or, if
     not ``resolve``, leaves conflicted: the peer's scenario). ``on_change`` is told of each
-    change once it landed, conflicted or failed (from the agents' threads)."""
+    change once it landed, conflicted or failed (from the agents' threads). With
+    ``reviewer_token`` (a user other than ``token``'s, scope review), main is guarded by
+    :data:`APPROVALS_POLICY` and each proposal approved before it is integrated."""
     repo = f"landing-{int(time.time() * 1000)}"
     with ApiClient(base_url, token) as setup:
         setup.create_repo(repo)
         base_text = f"# shared\n{CONTESTED}\n# end\n"
         stale = setup.write(repo, None, {SHARED: base_text}, "base")
         setup.integrate(repo, setup.open_proposal(repo, stale)["id"])
+        if reviewer_token is not None:
+            setup.request("PUT", f"/repos/{repo}/policy", json=APPROVALS_POLICY)
     plan = [
         [Change(agent, index, (agent * changes + index) % conflict_every == 0) for index in range(changes)]
         for agent in range(agents)
     ]
 
     def agent_loop(own: list[Change]) -> None:
+        reviewer = ApiClient(base_url, reviewer_token) if reviewer_token is not None else None
         with ApiClient(base_url, token) as client:
             for change in own:
                 try:
-                    _land_change(client, repo, change, stale, resolve)
+                    _land_change(client, repo, change, stale, resolve, reviewer)
                 except (ApiFailure, OSError, TimeoutError) as error:
                     change.error = f"{type(error).__name__}: {error}"[:200]
                 if on_change is not None:
                     on_change(change)
+        if reviewer is not None:
+            reviewer.close()
 
     threads = [threading.Thread(target=agent_loop, args=(own,), daemon=True) for own in plan]
     started = time.monotonic()

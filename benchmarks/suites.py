@@ -33,6 +33,7 @@ from . import (
     landing_cost,
     load,
     load_report,
+    policy_bench,
     relay_transports,
     report,
     resolution_bench,
@@ -320,6 +321,30 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
     return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
 
 
+# ------------------------------------------------------------------------------ policy
+
+
+def _policy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--files", type=positive, default=policy_bench.DEFAULT_FILES, help="files (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--owners-lines", type=positive, default=policy_bench.DEFAULT_OWNERS_LINES, help="CODEOWNERS lines"
+    )
+    parser.add_argument("--landings", type=positive, default=policy_bench.DEFAULT_LANDINGS, help="per repository")
+
+
+def _policy_run(options: dict[str, Any], log: Log) -> Results:
+    try:
+        data = policy_bench.run_policy_benchmark(
+            files=options["files"], owners_lines=options["owners_lines"], landings=options["landings"], log=log
+        )
+    except AssertionError as error:
+        raise BenchmarkFailed(str(error)) from None
+    table = policy_bench.format_policy(data)
+    return Results(table, data, table)
+
+
 # ------------------------------------------------------------------------------ resolution
 
 
@@ -529,6 +554,12 @@ SUITES: dict[str, Suite] = {
             "requests and bytes per landing of a two-file change: the separate endpoints against one call",
             _landing_arguments,
             _landing_run,
+        ),
+        Suite(
+            "policy",
+            "server CPU a landing's policy judgment adds (approvals and CODEOWNERS) on a big repository (issue 23)",
+            _policy_arguments,
+            _policy_run,
         ),
         Suite(
             "resolution",

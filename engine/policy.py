@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+from pathspec.patterns.gitignore.spec import GitIgnorePatternError, GitIgnoreSpecPattern
 
 from .errors import InvalidInput
 
@@ -51,7 +51,16 @@ MAX_PATTERN_LENGTH = 500
 #: A decision lists at most this many paths by name (a huge change still counts every path).
 MAX_NAMED_PATHS = 20
 
-_RULE_FIELDS = {"name", "streams", "paths", "required_approvals", "code_owners", "deny_paths", "direct_update"}
+_RULE_FIELDS = {
+    "name", "streams", "paths", "required_approvals", "code_owners", "deny_paths", "direct_update",
+    "required_checks", "check_timeout_s",
+}  # fmt: skip
+#: A check's name (``ci/test``, ``lint``), as check results are reported.
+CHECK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}\Z")
+MAX_CHECKS = 50
+#: How long a required check may stay unreported (or pending) before it counts as failed.
+DEFAULT_CHECK_TIMEOUT_S = 1800
+MAX_CHECK_TIMEOUT_S = 86400
 
 
 # ----------------------------------------------------------------------------- patterns
@@ -102,22 +111,42 @@ def compile_streams(patterns: object, field_name: str = "streams") -> StreamPatt
 
 class PathPatterns:
     """gitignore-style path patterns, the last match deciding; each pattern may carry a value
-    (CODEOWNERS: its owners). One regular expression tries the patterns last first."""
+    (CODEOWNERS: its owners).
 
-    def __init__(self, regexes: Sequence[tuple[str, bool]], values: Sequence[tuple[str, ...]] = ()) -> None:
-        self._included = [included for _regex, included in regexes]
+    A pattern anchored at a literal first directory (``/src/``, ``docs/*.md``) can only match
+    paths under that directory, so the patterns are grouped by it: a path is tried against one
+    regular expression joining, last first, the patterns of its own first directory and those
+    anchored nowhere (``*.md``, ``**/build``). 1 000 CODEOWNERS lines, one per directory, cost a
+    path two alternatives, not 1 000 (Python's ``re`` tries an alternation's branches in turn).
+    """
+
+    def __init__(self, regexes: Sequence[tuple[str, bool, str | None]], values: Sequence[tuple[str, ...]] = ()) -> None:
+        self._included = [included for _regex, included, _first in regexes]
         self._values = list(values) or [()] * len(regexes)
-        alternatives = [
-            f"(?P<p{index}>{regex.replace('(?P<ps_d>', '(?:')})"
-            for index, (regex, _included) in reversed(list(enumerate(regexes)))
+        self._branches = [
+            f"(?P<p{index}>{regex.replace('(?P<ps_d>', '(?:')})" for index, (regex, _, _) in enumerate(regexes)
         ]
-        self._regex = re.compile("|".join(alternatives), re.DOTALL) if alternatives else None
+        self._anywhere = [index for index, (_, _, first) in enumerate(regexes) if first is None]
+        self._by_first: dict[str, list[int]] = {}
+        for index, (_, _, first) in enumerate(regexes):
+            if first is not None:
+                self._by_first.setdefault(first, []).append(index)
+        self._compiled: dict[str | None, re.Pattern[str] | None] = {}
+
+    def _regex(self, first: str | None) -> re.Pattern[str] | None:
+        if first not in self._compiled:
+            indexes = sorted([*self._anywhere, *self._by_first.get(first or "", ())], reverse=True)
+            joined = "|".join(self._branches[index] for index in indexes)
+            self._compiled[first] = re.compile(joined, re.DOTALL) if indexes else None
+        return self._compiled[first]
 
     def last_match(self, path: str) -> int | None:
         """The index of the last pattern matching ``path``, if any."""
-        if self._regex is None:
+        first = path.split("/", 1)[0]
+        regex = self._regex(first if first in self._by_first else None)
+        if regex is None:
             return None
-        found = self._regex.match(path)
+        found = regex.match(path)
         return int(found.lastgroup[1:]) if found is not None and found.lastgroup else None
 
     def matches(self, path: str) -> bool:
@@ -133,15 +162,29 @@ class PathPatterns:
         return [path for path in paths if self.matches(path)]
 
 
-def _path_regex(pattern: str, *, negation: bool = True) -> tuple[str, bool] | None:
+def _path_regex(pattern: str, *, negation: bool = True) -> tuple[str, bool, str | None] | None:
+    """The pattern's regular expression, whether it includes (not ``!``), and the literal first
+    directory it is anchored under (None: it may match anywhere)."""
     if not negation and pattern.startswith("!"):
         return None
     if pattern.startswith("#"):
         return None
-    regex, included = GitIgnoreSpecPattern.pattern_to_regex(pattern)
+    try:
+        regex, included = GitIgnoreSpecPattern.pattern_to_regex(pattern)
+    except GitIgnorePatternError:  # e.g. a trailing backslash, escaping nothing
+        return None
     if regex is None or included is None:
         return None
-    return regex, included
+    return regex, included, _anchor(pattern.removeprefix("!"))
+
+
+def _anchor(pattern: str) -> str | None:
+    """gitignore: a pattern with a '/' at its start or middle is anchored at the root; its first
+    segment, when it is a plain name, is the only top-level entry it can match under."""
+    if not (pattern.startswith("/") or "/" in pattern.rstrip("/")):
+        return None
+    first = pattern.removeprefix("/").split("/", 1)[0]
+    return None if not first or any(char in first for char in "*?[\\") else first
 
 
 def compile_paths(patterns: object, field_name: str = "paths") -> PathPatterns:
@@ -184,7 +227,7 @@ class CodeOwners:
 def parse_codeowners(text: str) -> CodeOwners:
     """GitHub's CODEOWNERS syntax: ``pattern owner...`` per line, ``#`` comments, owners
     ``@user``, ``@org/team`` (a group) or an e-mail address. Raises CodeOwnersError."""
-    regexes: list[tuple[str, bool]] = []
+    regexes: list[tuple[str, bool, str | None]] = []
     values: list[tuple[str, ...]] = []
     problems: list[dict[str, object]] = []
     lines = text.splitlines()
@@ -223,6 +266,8 @@ class Rule:
     deny_paths: PathPatterns | None
     direct_update: str
     name: str
+    required_checks: tuple[str, ...] = ()
+    check_timeout_s: int = DEFAULT_CHECK_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -233,6 +278,22 @@ class Policy:
 
     def rules_for(self, stream: str) -> list[Rule]:
         return [rule for rule in self.rules if rule.streams.matches(stream)]
+
+    def checks_for(self, stream: str, paths: Sequence[str]) -> tuple[tuple[str, ...], int]:
+        """The checks a change of ``paths`` landing on ``stream`` needs, and the shortest timeout
+        among the rules asking for them (none: ``()``)."""
+        rules = [rule for rule in _applying(self, stream, paths) if rule.required_checks]
+        names = sorted({name for rule in rules for name in rule.required_checks})
+        return tuple(names), min((rule.check_timeout_s for rule in rules), default=DEFAULT_CHECK_TIMEOUT_S)
+
+
+def _applying(policy: Policy, stream: str, paths: Sequence[str]) -> list[Rule]:
+    """The rules that apply to a change of ``paths`` landing on ``stream``."""
+    return [
+        rule
+        for rule in policy.rules_for(stream)
+        if rule.paths is None or any(rule.paths.matches(path) for path in paths)
+    ]
 
 
 def parse_policy(document: object, version: int = 0) -> Policy:
@@ -264,7 +325,7 @@ def parse_policy(document: object, version: int = 0) -> Policy:
     return Policy(version, tuple(rules), document)
 
 
-def _parse_rule(raw: dict, at: str, problems: list[dict[str, object]]) -> Rule | None:
+def _parse_rule(raw: dict[str, object], at: str, problems: list[dict[str, object]]) -> Rule | None:
     before = len(problems)
     if "streams" not in raw or not raw["streams"]:
         problems.append(_problem(f"{at}.streams", "required: the stream patterns the rule is for"))
@@ -288,14 +349,30 @@ def _parse_rule(raw: dict, at: str, problems: list[dict[str, object]]) -> Rule |
     name = raw.get("name", "")
     if not isinstance(name, str) or len(name) > 100:
         problems.append(_problem(f"{at}.name", "a string of at most 100 characters"))
-    reviewed = bool(approvals) or code_owners is True
+    checks = raw.get("required_checks", [])
+    if (
+        not isinstance(checks, list)
+        or len(checks) > MAX_CHECKS
+        or not all(isinstance(check, str) and CHECK_NAME.match(check) for check in checks)
+    ):
+        message = f"a list of at most {MAX_CHECKS} check names ({CHECK_NAME.pattern.removesuffix(chr(92) + 'Z')})"
+        problems.append(_problem(f"{at}.required_checks", message))
+    timeout = raw.get("check_timeout_s", DEFAULT_CHECK_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= MAX_CHECK_TIMEOUT_S:
+        problems.append(_problem(f"{at}.check_timeout_s", f"an integer from 1 to {MAX_CHECK_TIMEOUT_S} (seconds)"))
+    reviewed = bool(approvals) or code_owners is True or bool(checks)
     direct = raw.get("direct_update", "nobody" if reviewed else "everyone")
     if direct not in DIRECT_UPDATE:
         problems.append(_problem(f"{at}.direct_update", f"one of {', '.join(DIRECT_UPDATE)}"))
     path_condition, deny = paths("paths"), paths("deny_paths")
     if len(problems) > before:
         return None
-    return Rule(StreamPatterns(streams), path_condition, approvals, code_owners, deny, direct, name)
+    assert isinstance(approvals, int) and isinstance(code_owners, bool)  # checked above
+    assert isinstance(direct, str) and isinstance(name, str) and isinstance(timeout, int)
+    assert isinstance(checks, list)
+    return Rule(
+        StreamPatterns(streams), path_condition, approvals, code_owners, deny, direct, name, tuple(checks), timeout
+    )
 
 
 # ----------------------------------------------------------------------------- judging
@@ -327,6 +404,9 @@ class Facts:
     emails: Mapping[str, str] = field(default_factory=dict)
     #: An admin's bypass: (who, reason).
     bypass: tuple[str, str] | None = None
+    #: The required checks' results on the tree that would land: name -> (state, url, seconds
+    #: since the check was requested or last reported). None: not known yet (not judged).
+    checks: Mapping[str, tuple[str, str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +414,8 @@ class Requirement:
     requirement: str
     met: bool
     message: str
+    #: Unmet for now only: required checks that have not reported yet (the landing waits).
+    waiting: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {"requirement": self.requirement, "met": self.met, "message": self.message}
@@ -352,6 +434,12 @@ class Decision:
     @property
     def unmet(self) -> list[Requirement]:
         return [requirement for requirement in self.requirements if not requirement.met]
+
+    @property
+    def waiting(self) -> bool:
+        """Not allowed yet, but only because required checks have not reported: wait, do not refuse."""
+        unmet = self.unmet
+        return not self.allowed and bool(unmet) and all(requirement.waiting for requirement in unmet)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -376,11 +464,7 @@ def owner_names(owners: Iterable[str]) -> set[str]:
 
 def evaluate(policy: Policy, facts: Facts) -> Decision:
     """The decision on landing the change ``facts`` describes under ``policy``."""
-    rules = [
-        rule
-        for rule in policy.rules_for(facts.stream)
-        if rule.paths is None or any(rule.paths.matches(path) for path in facts.paths)
-    ]
+    rules = _applying(policy, facts.stream, facts.paths)
     requirements: list[Requirement] = []
     if not rules:
         return Decision(True, policy.version, (), bypass=facts.bypass)
@@ -408,6 +492,9 @@ def evaluate(policy: Policy, facts: Facts) -> Decision:
     if facts.via_proposal:
         approvals, review_requirements, owners = _reviews(rules, facts)
         requirements += review_requirements
+    checks, timeout_s = policy.checks_for(facts.stream, facts.paths)
+    if checks:
+        requirements.append(_checks(checks, timeout_s, facts))
     allowed = all(requirement.met for requirement in requirements) or facts.bypass is not None
     return Decision(allowed, policy.version, tuple(requirements), approvals, owners, facts.bypass)
 
@@ -452,7 +539,7 @@ def _code_owners(facts: Facts, approvers: set[str]) -> tuple[Requirement, tuple[
     if facts.codeowners is None:
         return Requirement("code_owners", True, f"{facts.stream} has no CODEOWNERS file: no path is owned"), ()
     missing: dict[tuple[str, ...], list[str]] = {}
-    record = []
+    record: list[dict[str, object]] = []
     for path in facts.paths:
         owners = facts.codeowners.owners_of(path)
         if not owners:
@@ -470,6 +557,32 @@ def _code_owners(facts: Facts, approvers: set[str]) -> tuple[Requirement, tuple[
         f"{_named(paths)} needs an approval from {' or '.join(owners)}" for owners, paths in missing.items()
     )
     return Requirement("code_owners", False, message), tuple(record)
+
+
+def _checks(names: tuple[str, ...], timeout_s: int, facts: Facts) -> Requirement:
+    """Every required check ``success`` on the tree that would land. A failure, an error or a
+    check pending past the timeout refuses; a check not reported yet waits (a proposal's landing
+    waits for it; a direct update, which cannot wait, is refused with what to run)."""
+    results = facts.checks or {}
+    failed, waiting = [], []
+    for name in names:
+        state, url, age_s = results.get(name, ("", "", 0.0))
+        link = f" ({url})" if url else ""
+        if state in ("failure", "error"):
+            failed.append(f"{name} {'failed' if state == 'failure' else 'errored'}{link}")
+        elif state != "success" and age_s > timeout_s:
+            failed.append(f"{name} did not report within {timeout_s} s{link}")
+        elif state != "success":
+            waiting.append(f"{name} {'is running' if state == 'pending' else 'has not reported'}{link}")
+    if failed:
+        message = "; ".join(failed) + ": revise the proposal (POST .../revisions) with a fix"
+        return Requirement("checks", False, message)
+    if waiting:
+        if not facts.via_proposal:
+            message = "; ".join(waiting) + f" on this tree: report {', '.join(names)} success on it, then update again"
+            return Requirement("checks", False, message)
+        return Requirement("checks", False, "; ".join(waiting) + " on the result: the landing waits for it", True)
+    return Requirement("checks", True, f"{', '.join(names)} passed on the result")
 
 
 def _owns(owner: str, user: str, facts: Facts) -> bool:

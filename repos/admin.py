@@ -14,20 +14,26 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from engine.errors import EngineError
+from engine.policy import parse_policy
+
 from .errors import ApiError, Invalid
 from .models import (
     Changeset,
     Credential,
     Event,
     Operation,
+    PolicyVersion,
     Proposal,
     Repository,
     RepositoryAccess,
     ResolverRule,
+    Review,
     Stream,
 )
 from .services.access import grant_access, revoke_access
 from .services.credentials import create_credential, revoke_credential
+from .services.policies import set_policy
 from .services.repositories import check_repository_name, create_repository
 from .services.resolution import add_rule
 
@@ -313,3 +319,92 @@ class ResolverRuleAdmin(admin.ModelAdmin):
             messages.error(request, error.message)
             return
         _become(obj, saved)
+
+
+# Policies and reviews ------------------------------------------------------------------------
+
+
+class PolicyVersionForm(forms.ModelForm):
+    """A repository's next policy document (JSON), checked by the policy service."""
+
+    document = forms.JSONField(
+        widget=forms.Textarea(attrs={"rows": 20, "cols": 100}),
+        help_text='{"rules": [{"streams": ["main"], "required_approvals": 1, "code_owners": true, '
+        '"deny_paths": [".ci/**"], "direct_update": "admins"}]} (README, "Policies and reviews").',
+    )
+
+    class Meta:
+        model = PolicyVersion
+        fields = ["repository", "document"]
+
+    def clean_document(self) -> object:
+        document = self.cleaned_data["document"]
+        try:
+            parse_policy(document)
+        except EngineError as error:
+            raise ValidationError([f"{d.get('field') or 'document'}: {d['message']}" for d in error.details]) from None
+        return document
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(admin.ModelAdmin):
+    """A repository's policy and its history: who changed it, when, and from what. A version is
+    never edited; "add" stores the next one through the policy service (which validates it),
+    starting from the document in force (``?repository=<id>``)."""
+
+    form = PolicyVersionForm
+    list_display = ["repository", "version", "in_force", "changed_by", "created"]
+    list_filter = ["repository"]
+    list_select_related = ["repository"]
+    search_fields = ["repository__name", "changed_by"]
+
+    def get_fields(self, request, obj=None):
+        return (
+            ["repository", "document"]
+            if obj is None
+            else ["repository", "version", "changed_by", "created", "document", "previous"]
+        )
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else ["repository", "version", "changed_by", "created", "document", "previous"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_changeform_initial_data(self, request: HttpRequest):  # type: ignore[override]
+        initial: dict[str, object] = dict(super().get_changeform_initial_data(request))
+        repository = request.GET.get("repository", "")
+        current = (
+            PolicyVersion.objects.filter(repository_id=int(repository))
+            .order_by("-version")
+            .values_list("document", flat=True)
+            .first()
+            if repository.isdigit()
+            else None
+        )
+        initial["document"] = current if current is not None else {"rules": []}
+        return initial
+
+    @admin.display(boolean=True, description="in force")
+    def in_force(self, obj: PolicyVersion) -> bool:
+        return obj.repository.policy_version == obj.version
+
+    @admin.display(description="changed from")
+    def previous(self, obj: PolicyVersion) -> object:
+        before = PolicyVersion.objects.filter(repository=obj.repository, version=obj.version - 1).first()
+        return before.document if before is not None else "(no policy)"
+
+    def save_model(self, request: HttpRequest, obj: PolicyVersion, form: PolicyVersionForm, change: bool) -> None:
+        data = form.cleaned_data
+        _become(obj, set_policy(data["repository"], data["document"], by=request.user.get_username()))
+
+
+@admin.register(Review)
+class ReviewAdmin(ReadOnlyAdmin):
+    list_display = ["proposal", "user", "verdict", "revision", "withdrawn", "created"]
+    list_filter = ["verdict"]
+    list_select_related = ["proposal", "user"]
+    search_fields = ["user__username", "body"]

@@ -536,7 +536,12 @@ class Integrate(Body):
 # --- shared schema helpers -----------------------------------------------------------------
 
 #: What a client should know about a code beyond the table's status and retryable flag.
-_HINTS = {"rate_limited": "`retry_after_ms` and `Retry-After` say when"}
+_HINTS = {
+    "rate_limited": "`retry_after_ms` and `Retry-After` say when",
+    "policy_denied": "the repository's policy refuses it: one `details` entry `{requirement, message}` per unmet "
+    "requirement (approvals, code_owners, rejected, paths, direct_update), `policy_version`, and on integrate "
+    "and land the `proposal` that stays open",
+}
 
 
 def _error_text(status: int) -> str:

@@ -322,7 +322,8 @@ def _apply_all_or_none(credential: Credential, repository: Repository, commands:
     except _REFUSALS as error:
         assert current is not None  # raised by a command's service call
         current.refusal = _reason(error)
-        return _refuse_all(commands)
+        reasons = error.git_lines() if isinstance(error, PolicyDenied) else []
+        return reasons + _refuse_all(commands)
     return messages
 
 

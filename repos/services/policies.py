@@ -48,6 +48,7 @@ from engine.store import ObjectStore
 from engine.trees import diff_trees, lookup
 
 from ..errors import Forbidden, Invalid, NotFound, PolicyDenied, WrongState, from_engine
+from ..lookups import Rows
 from ..models import Credential, Operation, PolicyVersion, Proposal, ProposalRevision, Repository, Review
 from .events import POLICY_BYPASS, POLICY_CHANGED, PROPOSAL_REVIEW, append_event
 from .stores import store_for
@@ -210,26 +211,39 @@ def reviews_of(proposal: Proposal) -> list[Review]:
     return list(Review.objects.filter(proposal=proposal).select_related("user").order_by("id"))
 
 
-def _verdicts(proposal_id: int) -> dict[str, tuple[str, str, int]]:
-    """Each reviewer's standing verdict: their latest approve or reject not withdrawn."""
-    rows = (
-        Review.objects.filter(proposal_id=proposal_id, withdrawn__isnull=True)
+#: A landing's two reads of the judgment, compiled once (repos/lookups.py): the standing verdicts
+#: and the revisions' authors. (Read in the landing's transaction: the primary, as it writes.)
+_VERDICTS = Rows(
+    lambda proposal: (
+        Review.objects.filter(proposal=proposal, withdrawn__isnull=True)
         .exclude(verdict=Review.Verdict.COMMENT)
         .order_by("id")
         .values_list("user__username", "verdict", "tree", "id")
-    )
+    ),
+    int,
+    write=True,
+)
+_REVISION_AUTHORS = Rows(
+    lambda proposal: ProposalRevision.objects.filter(proposal=proposal, author__isnull=False).values_list(
+        "author__user__username"
+    ),
+    int,
+    write=True,
+)
+
+
+def _verdicts(proposal_id: int) -> dict[str, tuple[str, str, int]]:
+    """Each reviewer's standing verdict: their latest approve or reject not withdrawn."""
+    _using, rows = _VERDICTS.all(proposal_id, model=Review)
     return {user: (verdict, tree, review) for user, verdict, tree, review in rows}
 
 
 def _authors(proposal: Proposal) -> frozenset[str]:
     """The proposal's author and every user who wrote one of its revisions."""
-    names = ProposalRevision.objects.filter(proposal=proposal, author__isnull=False).values_list(
-        "author__user__username", flat=True
-    )
-    found = set(names)
-    if proposal.author_id is not None:
-        author = proposal.author
-        found.add(author.user.get_username())
+    _using, rows = _REVISION_AUTHORS.all(proposal.pk, model=ProposalRevision)
+    found = {name for (name,) in rows}
+    if proposal.author is not None:
+        found.add(proposal.author.user.get_username())
     return frozenset(found)
 
 
@@ -252,15 +266,17 @@ def judge_proposal(
     paths = _changed(store, base, proposal.head)
     tree = store.read_commit(proposal.head).tree
     bypass = operation.bypass or None
+    authors, verdicts = _authors(proposal), _verdicts(proposal.pk)
+    approvers = {user for user, (verdict, seen, _id) in verdicts.items() if verdict == "approve" and seen == tree}
     facts = Facts(
         stream=stream_name,
         paths=paths,
         actor=(bypass or {}).get("by", ""),
-        authors=_authors(proposal),
+        authors=authors,
         tree=tree,
-        verdicts=_verdicts(proposal.pk),
+        verdicts=verdicts,
         bypass=(bypass["by"], bypass["reason"]) if bypass else None,
-        **_owners(rules, store, stream_head, paths),
+        **_owners(rules, store, stream_head, paths, approvers - authors),
     )
     return evaluate(policy, facts)
 
@@ -346,14 +362,20 @@ def _changed(store: ObjectStore, base: ObjectId | None, head: ObjectId) -> list[
     return [change.path for change in diff_trees(store, old, store.read_commit(head).tree)]
 
 
-def _owners(rules, store: ObjectStore, stream_head: str | None, paths: Sequence[str]) -> dict:
-    """The CODEOWNERS facts, read only when a rule asks for code owners."""
+def _owners(rules, store: ObjectStore, stream_head: str | None, paths: Sequence[str], approvers: set[str]) -> dict:
+    """The CODEOWNERS facts, read only when a rule asks for code owners. Groups and e-mail
+    addresses are looked up only for owned paths that no approver's own name satisfies."""
     if not any(rule.code_owners for rule in rules) or stream_head is None:
         return {}
     codeowners = _codeowners(store, stream_head)
     if not isinstance(codeowners, CodeOwners):
         return {"codeowners": codeowners}
-    owners = {owner for path in paths for owner in codeowners.owners_of(path)}
+    named = {f"@{user}" for user in approvers}
+    owners: set[str] = set()
+    for path in paths:
+        owned_by = codeowners.owners_of(path)
+        if not named.intersection(owned_by):
+            owners.update(owned_by)
     groups: dict[str, set[str]] = {}
     names = owner_names(owners)
     if names:

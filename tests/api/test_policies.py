@@ -306,3 +306,36 @@ def test_an_approval_withdrawn_while_the_landing_waits_is_seen(repo, settings):
     operation.refresh_from_db()
     assert operation.state == "failed" and operation.error["code"] == "policy_denied"
     assert Proposal.objects.get(pk=proposal).state == "open"
+
+
+def test_the_policy_is_edited_in_django_admin_with_its_history(repo):
+    from django.test import Client
+
+    from repos.models import PolicyVersion, Repository
+    from tests.factories import UserFactory
+
+    agent, admin = repo
+    set_policy(admin, {"streams": ["main"], "required_approvals": 1})
+    person = Client()
+    person.force_login(UserFactory(username="root", is_superuser=True, is_staff=True))
+    repository = Repository.objects.get(name="demo")
+    form = person.get(f"/admin/repos/policyversion/add/?repository={repository.pk}").content.decode()
+    assert "required_approvals" in form  # the form starts from the document in force
+
+    refused = person.post(
+        "/admin/repos/policyversion/add/",
+        {"repository": repository.pk, "document": '{"rules": [{"streams": ["main"], "required_approvals": -1}]}'},
+    )
+    assert refused.status_code == 200 and "rules.0.required_approvals" in refused.content.decode()
+    saved = person.post(
+        "/admin/repos/policyversion/add/",
+        {"repository": repository.pk, "document": '{"rules": [{"streams": ["main"], "required_approvals": 2}]}'},
+    )
+    assert saved.status_code == 302, saved.content[:2000]
+    latest = PolicyVersion.objects.get(repository=repository, version=2)
+    assert latest.changed_by == "root" and latest.document["rules"][0]["required_approvals"] == 2
+    assert agent.get("/policy").json()["version"] == 2
+    page = person.get(f"/admin/repos/policyversion/{latest.pk}/change/").content.decode()
+    assert "Changed from" in page and "&#x27;required_approvals&#x27;: 1" in page  # the version it replaced
+    listing = person.get("/admin/repos/policyversion/").content.decode()
+    assert "root" in listing

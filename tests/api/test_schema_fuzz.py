@@ -44,19 +44,23 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
     "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
+    "/api/v1/repos/{repo}/policy": "each path pattern must parse as gitignore's (an unclosed '[' does not)",
 }
 
 
 #: Operations that name other resources inside their bodies or depend on a proposal's state (a
 #: list of parents; the stream head a resolution was made on; a proposal the run itself closed or
-#: resolved): most generated requests answer 404 or 409, which schemathesis reports as "missing
-#: test data". Their answers are still checked against the schema; their success paths are tested
-#: in tests/api/test_conflicts.py and tests/api/test_scenario.py. Any other operation reported so
-#: fails the run.
+#: resolved; a review of a proposal that must be open, by someone who did not write it, and a
+#: review's own id): most generated requests answer 404 or 409, which schemathesis reports as
+#: "missing test data". Their answers are still checked against the schema; their success paths
+#: are tested in tests/api/test_conflicts.py, tests/api/test_scenario.py and
+#: tests/api/test_policies.py. Any other operation reported so fails the run.
 SPARSE_404 = {
     "POST /api/v1/repos/{repo}/changesets",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/resolve",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/integrate",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/reviews",
+    "DELETE /api/v1/repos/{repo}/proposals/{proposal_id}/reviews/{review_id}",
 }
 
 
@@ -87,6 +91,9 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
     api.create_stream("fuzz", "topic", root)
     api.create_stream("fuzz", "team/work", child)
     waiting = api.open_proposal("fuzz", child, stream="topic")
+    note = api.request(
+        "POST", f"/repos/fuzz/proposals/{waiting['id']}/reviews", json={"verdict": "comment"}, expect=(201,)
+    ).json()
     return {
         "repos": ["fuzz"],
         "revisions": [root, child, "main", "topic", "team/work"],
@@ -97,6 +104,7 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
         "dirs": ["dir"],
         "proposals": [str(landed["id"]), str(waiting["id"])],  # path parameters are text
         "operations": [outcome["operation"]],
+        "reviews": [str(note["id"])],
     }
 
 
@@ -133,6 +141,7 @@ def config(values: dict[str, list], cache: Path) -> str:
         "path.path": ("paths", 0.7),
         "path.proposal_id": ("proposals", 0.7),
         "path.operation_id": ("operations", 0.7),
+        "path.review_id": ("reviews", 0.7),
         "query.rev": ("revisions", 0.5),
         "query.from": ("revisions", 0.7),
         "query.to": ("revisions", 0.7),

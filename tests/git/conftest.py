@@ -36,7 +36,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end tests against real server and worker processes")
 
 
-REAL_SERVER_MODULES = ("test_smart_http", "test_push_safety", "test_import")
+REAL_SERVER_MODULES = ("test_smart_http", "test_push_safety", "test_import", "test_policy_matrix")
 
 
 def pytest_collection_modifyitems(config, items):
