@@ -101,7 +101,7 @@ def test_approvals_gate_integrate_and_land_and_the_decision_is_recorded(repo):
     assert [(r["requirement"], r["met"]) for r in explained["requirements"]] == [("approvals", False)]
 
     alice = reviewer("alice")
-    review(alice, proposal, "approve", "looks right")
+    approval = review(alice, proposal, "approve", "looks right")
     assert agent.get(f"/proposals/{proposal}/policy").json()["allowed"] is True
     outcome = agent.integrate(proposal)
     assert outcome.status_code == 200 and outcome.json()["outcome"] == "fast_forward"
@@ -114,7 +114,7 @@ def test_approvals_gate_integrate_and_land_and_the_decision_is_recorded(repo):
     assert events("proposal.review")[-1] == {
         "proposal": proposal,
         "stream": "main",
-        "review": 1,
+        "review": approval["id"],  # ids are not reset between tests that share a database
         "verdict": "approve",
         "reviewer": "alice",
         "revision": 1,
