@@ -14,6 +14,11 @@ history) declares it as a :class:`Job` — a Celery task name, the service funct
 
 Jobs are idempotent (landing a drained queue, deriving what is derived: nothing happens), so a
 retry is always safe.
+
+A job declared ``detached`` (webhook deliveries) never holds or fails the transaction's caller:
+without a broker it runs on a thread of its own rather than in the request that committed, and
+with one, a failure to send it is logged rather than raised (the work it would have done is
+found again from the database: repos/services/webhooks.py).
 """
 
 from __future__ import annotations
@@ -57,15 +62,30 @@ class Job:
     name: str
     run: Callable[..., object]
     retry: Retry = Retry()
+    #: Never hold or fail the committing caller (see the module's docstring).
+    detached: bool = False
 
 
 def after_commit(job: Job, *args: object) -> None:
     """Run ``job.run(*args)`` once the current transaction commits (at once outside one):
     on the worker pool when there is a broker, else in this process; retried alike."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        transaction.on_commit(lambda: run_in_process(job, args))
+        run = _on_a_thread if job.detached else run_in_process
+        transaction.on_commit(lambda: run(job, args))
     else:
-        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args))
+        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args), robust=job.detached)
+
+
+def _on_a_thread(job: Job, args: tuple) -> None:
+    def run() -> None:
+        try:
+            run_in_process(job, args)
+        except Exception:  # not transient: nobody is waiting on this thread to hear it
+            logger.exception("%s%r failed", job.name, args)
+        finally:
+            connections.close_all()  # this thread's own connections, opened by the job
+
+    threading.Thread(target=run, name=job.name, daemon=True).start()
 
 
 def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
