@@ -147,7 +147,7 @@ def list_results(repository: Repository, *, changeset: str | None, tree: str | N
 
 def results_for(repository: Repository, tree: str) -> dict[str, CheckResult]:
     """The tree's results by check name (one query): what the landing gate reads."""
-    return {result.name: result for result in CheckResult.objects.filter(repository=repository, tree=tree)}
+    return {result.name: result for result in CheckResult.objects.filter(repository=repository, tree=tree).order_by("name")}
 
 
 def results_for_trees(repository: Repository, trees: Iterable[str]) -> dict[str, list[CheckResult]]:

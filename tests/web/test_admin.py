@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from repos.models import RepositoryAccess
+from repos.models import CheckResult, RepositoryAccess, Webhook
 from repos.services.access import can_read
 from repos.services.repositories import create_repository
 from tests.factories import CredentialFactory, UserFactory
@@ -57,3 +57,34 @@ def test_a_credential_is_shown_read_only_and_never_edited_by_a_raw_save(admin_cl
     assert refused.status_code == 403
     credential.refresh_from_db()
     assert credential.name == "ci" and credential.scopes == ["read"]
+
+
+def test_webhooks_are_added_through_the_service_and_never_show_their_secret(admin_client, settings, tmp_path):
+    settings.AGENTGIT = {**settings.AGENTGIT, "REPOS_DIR": tmp_path / "repos"}
+    repository = create_repository("demo")
+    form = {"repository": repository.pk, "url": "https://ci.example/hook", "secret": "s3cr3t-value", "events": ["*"]}
+    refused = admin_client.post("/admin/repos/webhook/add/", {**form, "url": "ftp://ci.example/hook"})
+    assert refused.status_code == 200 and not Webhook.objects.exists()
+    added = admin_client.post("/admin/repos/webhook/add/", form)
+    assert added.status_code == 302, added.content[:2000]
+    hook = Webhook.objects.get()
+    assert hook.secret == "s3cr3t-value" and hook.events == ["*"]
+    repository.refresh_from_db()
+    assert repository.webhooks == 1 and hook.cursor == repository.event_seq
+    for page in (f"/admin/repos/webhook/{hook.pk}/change/", "/admin/repos/webhook/"):
+        shown = admin_client.get(page).content.decode()
+        assert "ci.example/hook" in shown and "s3cr3t-value" not in shown
+    removed = admin_client.post(f"/admin/repos/webhook/{hook.pk}/delete/", {"post": "yes"})
+    assert removed.status_code == 302
+    repository.refresh_from_db()
+    assert repository.webhooks == 0 and not Webhook.objects.exists()
+
+
+def test_check_results_and_deliveries_are_listed_read_only(admin_client, settings, tmp_path):
+    settings.AGENTGIT = {**settings.AGENTGIT, "REPOS_DIR": tmp_path / "repos"}
+    repository = create_repository("demo")
+    CheckResult.objects.create(repository=repository, tree="a" * 40, name="ci/<b>test</b>", state="failure")
+    listing = admin_client.get("/admin/repos/checkresult/").content.decode()
+    assert "ci/&lt;b&gt;test&lt;/b&gt;" in listing and "failure" in listing
+    assert admin_client.get("/admin/repos/checkresult/add/").status_code == 403
+    assert admin_client.get("/admin/repos/webhookdelivery/").status_code == 200
