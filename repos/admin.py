@@ -33,8 +33,8 @@ from .models import (
 from .services import webhooks
 from .services.access import grant_access, revoke_access
 from .services.credentials import create_credential, revoke_credential
-from .services.repositories import check_repository_name, create_repository
 from .services.events import KINDS
+from .services.repositories import check_repository_name, create_repository
 from .services.resolution import add_rule
 
 admin.site.site_header = "AgentGit administration"
@@ -392,8 +392,7 @@ class WebhookAdmin(admin.ModelAdmin):
 
 class WebhookAttemptInline(admin.TabularInline):
     model = WebhookAttempt
-    fields = ["number", "started", "status_code", "ok", "error", "duration_ms"]
-    readonly_fields = fields
+    fields = readonly_fields = ("number", "started", "status_code", "ok", "error", "duration_ms")
     extra = 0
     can_delete = False
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from django.db import IntegrityError, transaction
 
 from engine.errors import EngineError
-from engine.objects import TREE, ObjectId, check_object_id, is_object_id
+from engine.objects import TREE, ObjectId, is_object_id
 
 from ..errors import Invalid, NotFound
 from ..models import CheckResult, Credential, Event, Repository
@@ -109,9 +109,7 @@ def check_tree(repository: Repository, tree: object) -> ObjectId:
 
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise Invalid(
-            "name is 1-100 letters, digits, '.', '_', '/' or '-', starting with a letter or digit (ci/test)"
-        )
+        raise Invalid("name is 1-100 letters, digits, '.', '_', '/' or '-', starting with a letter or digit (ci/test)")
     return name
 
 
@@ -147,7 +145,9 @@ def list_results(repository: Repository, *, changeset: str | None, tree: str | N
 
 def results_for(repository: Repository, tree: str) -> dict[str, CheckResult]:
     """The tree's results by check name (one query): what the landing gate reads."""
-    return {result.name: result for result in CheckResult.objects.filter(repository=repository, tree=tree).order_by("name")}
+    return {
+        result.name: result for result in CheckResult.objects.filter(repository=repository, tree=tree).order_by("name")
+    }
 
 
 def results_for_trees(repository: Repository, trees: Iterable[str]) -> dict[str, list[CheckResult]]:
@@ -173,4 +173,3 @@ def request_checks(repository: Repository, tree: str, names: Sequence[str], cont
     payload = {**context, "tree": tree, "names": list(dict.fromkeys(names))}
     with transaction.atomic():
         return append_event(repository, CHECK_REQUESTED, payload)
-

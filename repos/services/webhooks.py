@@ -92,8 +92,7 @@ def create_webhook(repository: Repository, body: dict) -> Webhook:
     unknown = sorted(set(body) - {"url", "secret", "events"})
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(unknown)}", details=[{"field": f} for f in unknown])
-    url, secret, events = body.get("url"), body.get("secret"), body.get("events")
-    check_url(url, "url")
+    url, secret, events = check_url(body.get("url"), "url"), body.get("secret"), body.get("events")
     if not isinstance(secret, str) or not 1 <= len(secret) <= SECRET_MAX_LENGTH or "\x00" in secret:
         raise Invalid(f"secret is 1-{SECRET_MAX_LENGTH} characters (the HMAC key of the signatures)")
     if not isinstance(events, list) or not events or not all(isinstance(kind, str) for kind in events):

@@ -79,7 +79,9 @@ def receiver():
 
 
 def add_hook(admin, url: str, events: list[str], repo: str = "demo") -> dict:
-    answer = admin.post(f"/api/v1/repos/{repo}/webhooks", {"url": url, "secret": SECRET, "events": events}, format="json")
+    answer = admin.post(
+        f"/api/v1/repos/{repo}/webhooks", {"url": url, "secret": SECRET, "events": events}, format="json"
+    )
     assert answer.status_code == 201, answer.content
     return answer.json()
 
@@ -113,7 +115,9 @@ def test_deliveries_are_signed_and_carry_the_events_of_the_chosen_kinds_in_order
     hook = add_hook(admin, listening.url, ["stream.integrate", "stream.created"])
     base = api.write(None, {"a.txt": "a\n"})
     landed = api.land(base)
-    assert api.client.post("/api/v1/repos/demo/streams", {"name": "topic", "from": base}, format="json").status_code == 201
+    assert (
+        api.client.post("/api/v1/repos/demo/streams", {"name": "topic", "from": base}, format="json").status_code == 201
+    )
     api.propose(api.write(base, {"b.txt": "b\n"}))  # proposal.opened: not chosen
 
     log = settled(admin, hook, 2)
