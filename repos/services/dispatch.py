@@ -16,14 +16,16 @@ Jobs are idempotent (landing a drained queue, deriving what is derived: nothing 
 retry is always safe.
 
 A job declared ``detached`` (webhook deliveries) never holds or fails the transaction's caller:
-without a broker it runs on a thread of its own rather than in the request that committed, and
-with one, a failure to send it is logged rather than raised (the work it would have done is
-found again from the database: repos/services/webhooks.py).
+without a broker it runs on a small pool of threads of this process (:data:`DETACHED_THREADS`)
+rather than in the request that committed, and with one, a failure to send it is logged rather
+than raised (the work it would have done is found again from the database:
+repos/services/webhooks.py).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,16 +78,34 @@ def after_commit(job: Job, *args: object) -> None:
         transaction.on_commit(lambda: celery_app.send_task(job.name, args=args), robust=job.detached)
 
 
-def _on_a_thread(job: Job, args: tuple) -> None:
+#: Threads of a process without a broker that run detached jobs: a bound on what slow
+#: receivers can hold, whatever the number of deliveries waiting. Daemon threads: a process
+#: that exits does not wait for them (what they had not done is pending in the database).
+DETACHED_THREADS = 4
+_detached_work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_detached_threads: list[threading.Thread] = []
+_detached_start = threading.Lock()
+
+
+def _on_a_thread(job: Job, args: tuple, retries_so_far: int = 0) -> None:
     def run() -> None:
         try:
-            run_in_process(job, args)
+            run_in_process(job, args, retries_so_far)
         except Exception:  # not transient: nobody is waiting on this thread to hear it
             logger.exception("%s%r failed", job.name, args)
         finally:
             connections.close_all()  # this thread's own connections, opened by the job
 
-    threading.Thread(target=run, name=job.name, daemon=True).start()
+    with _detached_start:
+        while len(_detached_threads) < DETACHED_THREADS:
+            _detached_threads.append(threading.Thread(target=_run_detached, name="detached-job", daemon=True))
+            _detached_threads[-1].start()
+    _detached_work.put(run)
+
+
+def _run_detached() -> None:
+    while True:
+        _detached_work.get()()
 
 
 def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
@@ -102,6 +122,9 @@ def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
         logger.warning("%s%r met a transient failure; retrying", job.name, args, exc_info=True)
 
     def again() -> None:
+        if job.detached:  # on the pool, not on the timer's own thread
+            _on_a_thread(job, args, retries_so_far + 1)
+            return
         try:
             run_in_process(job, args, retries_so_far + 1)
         except Exception:  # not transient: nobody is waiting on this thread to hear it
