@@ -4,65 +4,22 @@ landing's way."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from repos.models import Repository, WebhookDelivery
 from repos.services import webhooks
+from tests.receiver import Receiver
+from tests.receiver import verified as check_signature
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SECRET = "It's a Secret to Everybody"
 #: How long a test waits for the background sender (a bound on a hang, not a measurement).
 PATIENCE_S = 30
-
-
-class Receiver:
-    """An HTTP server on 127.0.0.1 that records what it is sent and answers the statuses it is
-    given in turn (then 200). ``hold`` makes it keep each request unanswered until released."""
-
-    def __init__(self, statuses: list[int] | None = None, headers: dict[str, str] | None = None) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses or [])
-        self.headers = headers or {}
-        self.arrived = threading.Event()
-        self.release = threading.Event()
-        self.release.set()
-        self.answered = threading.Event()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                receiver.arrived.set()
-                receiver.release.wait(PATIENCE_S)
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                self.send_response(status)
-                for name, value in receiver.headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                receiver.answered.set()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -104,10 +61,7 @@ def settled(admin, hook: dict, count: int) -> list[dict]:
 
 
 def verified(request: dict) -> dict:
-    """The body of a received delivery whose signature is the HMAC-SHA256 of its body."""
-    expected = "sha256=" + hmac.new(SECRET.encode(), request["body"], hashlib.sha256).hexdigest()
-    assert hmac.compare_digest(request["headers"]["X-AgentGit-Signature-256"], expected)
-    return json.loads(request["body"])
+    return check_signature(request, SECRET)
 
 
 def test_deliveries_are_signed_and_carry_the_events_of_the_chosen_kinds_in_order(api, admin, receiver):
