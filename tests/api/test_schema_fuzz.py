@@ -50,17 +50,23 @@ SEMANTIC_400 = {
 }
 
 
-#: Operations that name other resources inside their bodies or depend on a proposal's state (a
-#: list of parents; the stream head a resolution was made on; a proposal the run itself closed or
-#: resolved; a check's changeset or tree, exactly one of which a report names): most generated requests answer 404 or 409, which schemathesis reports as "missing
+#: Operations that name other resources inside their bodies or queries or depend on a proposal's
+#: state (a list of parents; the stream head a resolution was made on; a check's changeset or
+#: tree, exactly one of which a report or a listing names; a proposal the run itself closed,
+#: reopened, revised, resolved or integrated meanwhile, so that which of them is served depends
+#: on the order of the run's requests): most generated requests answer 404 or 409, which schemathesis reports as "missing
 #: test data". Their answers are still checked against the schema; their success paths are tested
-#: in tests/api/test_conflicts.py and tests/api/test_scenario.py. Any other operation reported so
-#: fails the run.
+#: in tests/api/test_conflicts.py, tests/api/test_scenario.py and tests/api/test_checks.py. Any
+#: other operation reported so fails the run.
 SPARSE_404 = {
     "POST /api/v1/repos/{repo}/changesets",
+    "GET /api/v1/repos/{repo}/checks",
     "POST /api/v1/repos/{repo}/checks",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/resolve",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/integrate",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/close",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/reopen",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/revisions",
 }
 
 
@@ -93,7 +99,8 @@ def seed_repository(api: ApiClient, receiver_url: str) -> dict[str, list]:
     child = api.write("fuzz", root, {"a.txt": "a, changed\n", "dir/c.txt": "c\n"}, "child")
     api.create_stream("fuzz", "topic", root)
     api.create_stream("fuzz", "team/work", child)
-    waiting = api.open_proposal("fuzz", child, stream="topic")
+    # Several open proposals: the run closes, reopens and revises the ones it draws.
+    waiting = [api.open_proposal("fuzz", child, stream=stream) for stream in ("topic", "topic", "team/work")]
     trees = [api.get_json(f"/repos/fuzz/changesets/{rev}")["tree"] for rev in (root, child)]
     check = {"changeset": root, "name": "ci/test", "state": "success"}
     api.request("POST", "/repos/fuzz/checks", json=check, expect=(201,))
@@ -106,7 +113,7 @@ def seed_repository(api: ApiClient, receiver_url: str) -> dict[str, list]:
         "blobs": [blob],
         "paths": ["a.txt", "dir/b.txt", "dir/c.txt"],
         "dirs": ["dir"],
-        "proposals": [landed["id"], waiting["id"]],
+        "proposals": [landed["id"], *(proposal["id"] for proposal in waiting)],
         "operations": [outcome["operation"]],
         "trees": trees,
         "webhooks": [hook["id"]],

@@ -1,14 +1,20 @@
 """Django admin: repository access is granted and revoked there, through the access service;
-credentials list their scopes as words."""
+credentials list their scopes as words; webhooks are added and removed through their service,
+and check results and the delivery log are read-only (deliveries can be redelivered)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from repos.models import CheckResult, RepositoryAccess, Webhook
+from repos.models import CheckResult, RepositoryAccess, Webhook, WebhookAttempt, WebhookDelivery
+from repos.services import webhooks
 from repos.services.access import can_read
 from repos.services.repositories import create_repository
+from repos.services.webhooks import create_webhook
 from tests.factories import CredentialFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -88,3 +94,25 @@ def test_check_results_and_deliveries_are_listed_read_only(admin_client, setting
     assert "ci/&lt;b&gt;test&lt;/b&gt;" in listing and "failure" in listing
     assert admin_client.get("/admin/repos/checkresult/add/").status_code == 403
     assert admin_client.get("/admin/repos/webhookdelivery/").status_code == 200
+
+
+def test_a_failed_delivery_is_redelivered_from_the_admin(admin_client, settings, tmp_path):
+    settings.AGENTGIT = {**settings.AGENTGIT, "REPOS_DIR": tmp_path / "repos"}
+    repository = create_repository("demo")
+    hook = create_webhook(repository, {"url": "https://ci.example/hook", "secret": "s", "events": ["*"]})
+    failed = WebhookDelivery.objects.create(
+        webhook=hook, guid=uuid.uuid4(), event_seq=1, event="repository.created", body="{}", state="failed",
+        attempts=1, last_attempt=1,
+    )  # fmt: skip
+    WebhookAttempt.objects.create(
+        delivery=failed, number=1, status_code=410, ok=False, error="answered 410 Gone", duration_ms=3,
+        started=timezone.now(),
+    )  # fmt: skip
+    page = admin_client.get(f"/admin/repos/webhookdelivery/{failed.pk}/change/").content.decode()
+    assert "answered 410 Gone" in page
+    done = admin_client.post(
+        "/admin/repos/webhookdelivery/", {"action": "redeliver", "_selected_action": [failed.pk]}, follow=True
+    )
+    assert b"Redelivering 1; 0 still pending." in done.content
+    failed.refresh_from_db()
+    assert failed.state == "pending" and failed.last_attempt == 1 + webhooks.ATTEMPTS
