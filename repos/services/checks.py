@@ -80,11 +80,11 @@ def _subject(repository: Repository, changeset: object, tree: object) -> tuple[O
     if (changeset is None) == (tree is None):
         raise Invalid("give exactly one of changeset (a changeset id) and tree (a tree id)")
     if changeset is not None:
-        return check_object_id_field(changeset, "changeset"), tree_of(repository, changeset)
+        return _object_id(changeset, "changeset"), tree_of(repository, changeset)
     return None, check_tree(repository, tree)
 
 
-def check_object_id_field(value: object, field: str) -> ObjectId:
+def _object_id(value: object, field: str) -> ObjectId:
     if not is_object_id(value):
         raise Invalid(f"{field} is a 40-hex object id")
     return value
@@ -92,7 +92,7 @@ def check_object_id_field(value: object, field: str) -> ObjectId:
 
 def tree_of(repository: Repository, changeset: object) -> ObjectId:
     """The tree of a changeset of the repository (404 if it has none of that id)."""
-    oid = check_object_id_field(changeset, "changeset")
+    oid = _object_id(changeset, "changeset")
     try:
         return store_for(repository.name).read_commit(oid).tree
     except EngineError:
@@ -101,7 +101,7 @@ def tree_of(repository: Repository, changeset: object) -> ObjectId:
 
 def check_tree(repository: Repository, tree: object) -> ObjectId:
     """``tree`` if it is a tree of the repository (404 otherwise)."""
-    oid = check_object_id_field(tree, "tree")
+    oid = _object_id(tree, "tree")
     if store_for(repository.name).kind(oid) != TREE:
         raise NotFound(f"no tree {oid} in {repository.name}")
     return oid
@@ -161,15 +161,16 @@ def results_for_trees(repository: Repository, trees: Iterable[str]) -> dict[str,
 
 def request_checks(repository: Repository, tree: str, names: Sequence[str], context: dict) -> Event:
     """Ask for the checks ``names`` on ``tree``: one ``check.requested`` event
-    ``{**context, "tree", "names"}`` (the context says what the tree is for: the
-    changeset to test, the stream, the proposals), in the caller's transaction if it has one,
+    ``{**context, "tree", "names"}`` (the context says what the tree is for, e.g.
+    ``{"changeset": the result to test, "stream", "proposals": [ids]}``: a runner materialises
+    the changeset), in the caller's transaction if it has one,
     so the request exists exactly when what asked for it committed. The repository's webhooks
     that chose the kind are sent it after the commit (repos/services/webhooks.py)."""
     for name in names:
         check_name(name)
     if not names:
         raise Invalid("request at least one check")
-    check_object_id_field(tree, "tree")
+    _object_id(tree, "tree")
     payload = {**context, "tree": tree, "names": list(dict.fromkeys(names))}
     with transaction.atomic():
         return append_event(repository, CHECK_REQUESTED, payload)
