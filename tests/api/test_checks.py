@@ -53,6 +53,21 @@ def test_a_result_is_kept_by_tree_so_a_revision_with_the_same_tree_and_its_landi
     assert api.get("/checks", changeset=other).json()["checks"] == []
 
 
+def test_a_merge_whose_tree_is_the_tested_one_keeps_the_result(api, reporter):
+    base = api.write(None, {"README": "hello\n"})
+    api.land(base)
+    # The stream gets the same change from elsewhere meanwhile: the merge of the proposal is a
+    # new changeset with two parents and exactly the tree that was tested.
+    tested = api.write(base, {"src/app.py": "print(1)\n"}, "ours\n")
+    api.land(api.write(base, {"src/app.py": "print(1)\n"}, "theirs\n"))
+    assert report(reporter, changeset=tested, name="ci/test", state="success").status_code == 201
+    outcome = api.land(tested)
+    assert outcome["outcome"] == "merge" and outcome["changeset"] != tested
+    assert tree_of(api, outcome["changeset"]) == tree_of(api, tested)
+    (kept,) = api.get("/checks", changeset=outcome["changeset"]).json()["checks"]
+    assert (kept["name"], kept["state"], kept["changeset"]) == ("ci/test", "success", tested)
+
+
 def test_a_new_report_replaces_the_state_and_keeps_the_history(api, reporter):
     tree = tree_of(api, api.write(None, {"a.txt": "a\n"}))
     assert report(reporter, tree=tree, name="lint", state="success").status_code == 201
