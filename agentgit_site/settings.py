@@ -103,6 +103,9 @@ AGENTGIT: dict[str, Any] = {
     # each server process after an event commits, at most this often. Env:
     # AGENTGIT_EVENT_PRUNE_EVERY_S. Default: an hour.
     "EVENT_PRUNE_EVERY_S": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600),
+    # A webhook delivery's limit on connecting and on each read of the answer, in seconds
+    # (repos.services.webhooks). Env: AGENTGIT_WEBHOOK_TIMEOUT_S.
+    "WEBHOOK_TIMEOUT_S": _env_int("AGENTGIT_WEBHOOK_TIMEOUT_S", 10),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -129,6 +132,7 @@ CELERY_BEAT_SCHEDULE = {
     "recover-operations": {"task": "workers.tasks.recover", "schedule": _env_int("AGENTGIT_RECOVER_EVERY_S", 30)},
     "maintain-repositories": {"task": "workers.tasks.maintain", "schedule": _env_int("AGENTGIT_MAINTAIN_EVERY_S", 600)},
     "prune-events": {"task": "workers.tasks.prune_events", "schedule": AGENTGIT["EVENT_PRUNE_EVERY_S"]},
+    "resume-webhooks": {"task": "workers.tasks.resume_webhooks", "schedule": 300},
 }
 
 # The Channels layer carries committed events to every server process's relay (docs/adr/0011):

@@ -20,6 +20,7 @@ from engine.policy import parse_policy
 from .errors import ApiError, Invalid
 from .models import (
     Changeset,
+    CheckResult,
     Credential,
     Event,
     Operation,
@@ -30,9 +31,14 @@ from .models import (
     ResolverRule,
     Review,
     Stream,
+    Webhook,
+    WebhookAttempt,
+    WebhookDelivery,
 )
+from .services import webhooks
 from .services.access import grant_access, revoke_access
 from .services.credentials import create_credential, revoke_credential
+from .services.events import KINDS
 from .services.policies import set_policy
 from .services.repositories import check_repository_name, create_repository
 from .services.resolution import add_rule
@@ -408,3 +414,105 @@ class ReviewAdmin(ReadOnlyAdmin):
     list_filter = ["verdict"]
     list_select_related = ["proposal", "user"]
     search_fields = ["user__username", "body"]
+
+
+# Check results and webhooks ------------------------------------------------------------------
+
+
+@admin.register(CheckResult)
+class CheckResultAdmin(ReadOnlyAdmin):
+    list_display = ["name", "state", "repository", "tree", "changeset", "updated"]
+    list_filter = ["state", "repository"]
+    list_select_related = ["repository"]
+    search_fields = ["name", "tree", "changeset"]
+
+
+class WebhookForm(forms.ModelForm):
+    """The API's fields, checked by the webhook service; the secret is asked for, never shown."""
+
+    secret = forms.CharField(
+        widget=forms.PasswordInput, max_length=webhooks.SECRET_MAX_LENGTH, help_text="The HMAC-SHA256 key."
+    )
+    events = forms.MultipleChoiceField(
+        choices=[(webhooks.ALL_EVENTS, "every kind"), *[(kind, kind) for kind in KINDS]],
+        widget=forms.CheckboxSelectMultiple,
+    )
+
+    class Meta:
+        model = Webhook
+        fields = ["repository", "url", "secret", "events"]
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors:
+            try:  # the service's own checks, without making it yet
+                webhooks.check_url(data.get("url"), "url")
+            except Invalid as error:
+                self.add_error("url", error.message)
+        return data
+
+
+@admin.register(Webhook)
+class WebhookAdmin(admin.ModelAdmin):
+    """Added and removed through the webhook service (which keeps the repository's count); a
+    webhook is never edited: remove it and add another. Its secret is never shown."""
+
+    form = WebhookForm
+    list_display = ["id", "repository", "url", "events", "cursor", "created"]
+    list_filter = ["repository"]
+    list_select_related = ["repository"]
+    search_fields = ["url", "repository__name"]
+
+    def get_fields(self, request, obj=None):
+        return ["repository", "url", "secret", "events"] if obj is None else ["repository", "url", "events", "cursor"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else self.get_fields(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Webhook, form: WebhookForm, change: bool) -> None:
+        data = form.cleaned_data
+        body = {"url": data["url"], "secret": data["secret"], "events": list(data["events"])}
+        _become(obj, webhooks.create_webhook(data["repository"], body))
+
+    def delete_model(self, request: HttpRequest, obj: Webhook) -> None:
+        webhooks.delete_webhook(obj.repository, obj.pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Webhook]) -> None:
+        for hook in queryset.select_related("repository"):
+            webhooks.delete_webhook(hook.repository, hook.pk)
+
+
+class WebhookAttemptInline(admin.TabularInline):
+    model = WebhookAttempt
+    fields = readonly_fields = ("number", "started", "status_code", "ok", "error", "duration_ms")
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    """The delivery log, each delivery with its attempts; "Redeliver" sends it again."""
+
+    list_display = ["id", "webhook", "event", "event_seq", "state", "attempts", "created", "updated"]
+    list_filter = ["state", "event"]
+    list_select_related = ["webhook__repository"]
+    search_fields = ["guid", "event"]
+    inlines = [WebhookAttemptInline]
+    actions = ["redeliver"]
+
+    @admin.action(description="Redeliver selected deliveries")
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        sent, pending = 0, 0
+        for delivery in queryset.select_related("webhook"):
+            try:
+                webhooks.redeliver(delivery)
+                sent += 1
+            except ApiError:  # still pending: it is being delivered
+                pending += 1
+        self.message_user(request, f"Redelivering {sent}; {pending} still pending.", messages.SUCCESS)

@@ -34,6 +34,10 @@ class Repository(models.Model):
     #: The version of the repository's policy in force (``PolicyVersion``); 0: none. Read with the
     #: repository's row, so a landing on a repository without a policy costs no extra query.
     policy_version = models.IntegerField(default=0)
+    #: How many webhooks it has (``Webhook``; repos.services.webhooks keeps it): read with the
+    #: repository's row, so an event of a repository without webhooks schedules no delivery and
+    #: costs no extra query.
+    webhooks = models.IntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -366,6 +370,128 @@ class Review(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} of proposal {self.proposal_id}"
+
+
+# ----------------------------------------------------------------------------- checks and webhooks
+
+
+class CheckResult(models.Model):
+    """The latest result of one check (``ci/test``) on one tree (repos.services.checks).
+
+    Kept by tree, not by changeset: a rebase or a merge that leaves the tree as it was has the
+    results its tree has. A new report of the same name on the same tree replaces the state;
+    ``history`` keeps the states it replaced.
+    """
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        SUCCESS = "success"
+        FAILURE = "failure"
+        ERROR = "error"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="check_results")
+    tree = models.CharField(max_length=OBJECT_ID_LENGTH)
+    name = models.CharField(max_length=100)
+    state = models.CharField(max_length=10, choices=State.choices)
+    url = models.CharField(max_length=2000, blank=True)
+    summary = models.TextField(blank=True)
+    #: The changeset the latest report named (empty: it named the tree).
+    changeset = models.CharField(max_length=OBJECT_ID_LENGTH, blank=True)
+    credential = models.ForeignKey(Credential, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    #: The states this one replaced, oldest first: ``[{"state", "url", "changeset", "reported"}]``.
+    history = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["repository_id", "tree", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "tree", "name"], name="check_unique_per_tree_and_name"),
+            models.CheckConstraint(condition=Q(tree__length=OBJECT_ID_LENGTH), name="check_tree_is_an_object_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.state} on {self.tree[:12]}"
+
+
+class Webhook(models.Model):
+    """An outside URL told of the repository's events of the chosen kinds (repos.services.webhooks).
+
+    ``cursor`` is the last event of the outbox it has been handed: deliveries are made from the
+    outbox in order, each event once.
+    """
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    url = models.CharField(max_length=2000)
+    #: The HMAC-SHA256 key of its deliveries' signatures; never shown after it is set.
+    secret = models.CharField(max_length=256)
+    #: Event kinds (``["*"]``: every kind).
+    events = models.JSONField(default=list)
+    cursor = models.BigIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["repository_id", "id"]
+
+    def __str__(self) -> str:
+        return f"webhook {self.pk} of {self.repository.name} → {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event sent to one webhook: pending → delivered | failed, with every attempt."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    #: ``X-AgentGit-Delivery``: the same on every attempt and redelivery, so a receiver can
+    #: tell a repeat from a new event.
+    guid = models.UUIDField(unique=True)
+    event_seq = models.BigIntegerField()
+    event = models.CharField(max_length=50)
+    #: The signed body, as sent: a redelivery sends the same bytes after the outbox is pruned.
+    body = models.TextField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.IntegerField(default=0)
+    #: The attempt after which a failure is final (a redelivery raises it).
+    last_attempt = models.IntegerField()
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["webhook_id", "-id"]
+        verbose_name_plural = "webhook deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["webhook", "event_seq"], name="one_delivery_per_webhook_and_event")
+        ]
+        indexes = [models.Index(fields=["state", "updated"], name="webhook_delivery_by_state")]
+
+    def __str__(self) -> str:
+        return f"{self.event} #{self.event_seq} → webhook {self.webhook_id} ({self.state})"
+
+
+class WebhookAttempt(models.Model):
+    """One try at sending a delivery: when, the answer's status code or the error, how long."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.IntegerField()
+    #: The HTTP status of the answer; null when none came (refused, timed out, unreachable).
+    status_code = models.IntegerField(null=True, blank=True)
+    ok = models.BooleanField()
+    error = models.CharField(max_length=500, blank=True)
+    duration_ms = models.IntegerField()
+    started = models.DateTimeField()
+
+    class Meta:
+        ordering = ["delivery_id", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["delivery", "number"], name="attempt_number_unique_per_delivery")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of delivery {self.delivery_id}"
 
 
 # ----------------------------------------------------------------------------- derived data

@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import events, integration, maintenance, refmirror
+from repos.services import events, integration, maintenance, refmirror, webhooks
 from repos.services.dispatch import Job
 
 
@@ -32,6 +32,10 @@ def task_for(job: Job):
 land_stream = task_for(integration.LAND_STREAM)
 #: Derive the heads a landing left underived.
 derive_missing = task_for(integration.DERIVE_MISSING)
+#: Make the deliveries of a repository's new events (repos.services.webhooks) …
+pump_webhooks = task_for(webhooks.PUMP)
+#: … and send each, retried with backoff while the receiver fails.
+send_webhook = task_for(webhooks.SEND)
 
 
 @shared_task(name="workers.tasks.recover")
@@ -62,8 +66,16 @@ def prune_events() -> int:
     return events.prune()
 
 
+@shared_task(name="workers.tasks.resume_webhooks")
+def resume_webhooks() -> int:
+    """Make the deliveries whose events' pumps were lost (a crash, a broker outage) and send
+    what was left pending; scheduled by beat, and run at worker start. Returns how many it made."""
+    return webhooks.resume()
+
+
 @worker_ready.connect
 def _recover_at_start(**_kwargs) -> None:
     recover.delay()
     rebuild_mirrors.delay()
     prune_events.delay()
+    resume_webhooks.delay()

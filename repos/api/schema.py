@@ -12,7 +12,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 
-from ..services import repositories
+from ..services import checks, repositories, webhooks
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -75,6 +75,20 @@ REVISION: dict[str, Any] = {
     "type": "string",
     "minLength": 1,
     "description": "A changeset id (40 hex) or a stream name (its head).",
+}
+
+CHECK_NAME: dict[str, Any] = {
+    "type": "string",
+    "pattern": checks.NAME_PATTERN,
+    "description": "1-100 letters, digits, '.', '_', '/' or '-', starting with a letter or digit (ci/test).",
+}
+
+#: Where a check's details are, or a webhook's destination: http or https only.
+HTTP_URL: dict[str, Any] = {
+    "type": "string",
+    "maxLength": webhooks.URL_MAX_LENGTH,
+    "pattern": webhooks.URL_PATTERN,
+    "description": f"An http:// or https:// URL, at most {webhooks.URL_MAX_LENGTH} characters.",
 }
 
 #: Standard base64 (RFC 4648, with padding), as Python's ``b64decode(validate=True)`` takes it.

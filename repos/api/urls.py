@@ -8,7 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_content, views_history, views_landing, views_policies, views_proposals
+from . import views, views_checks, views_content, views_history, views_landing, views_policies, views_proposals
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -64,6 +64,19 @@ urlpatterns = [
     path("repos/<str:repo>/blame/<path:rev>/<path:path>", views_history.BlameView.as_view(), name="blame"),
     path("repos/<str:repo>/log", views_history.LogView.as_view(), name="log"),
     path("repos/<str:repo>/events", EventsView.as_view(), name="events"),
+    path("repos/<str:repo>/checks", views_checks.ChecksView.as_view(), name="checks"),
+    path("repos/<str:repo>/webhooks", views_checks.WebhooksView.as_view(), name="webhooks"),
+    path("repos/<str:repo>/webhooks/<str:webhook_id>", views_checks.WebhookView.as_view(), name="webhook"),
+    path(
+        "repos/<str:repo>/webhooks/<str:webhook_id>/deliveries",
+        views_checks.DeliveriesView.as_view(),
+        name="webhook-deliveries",
+    ),
+    path(
+        "repos/<str:repo>/webhooks/<str:webhook_id>/deliveries/<str:delivery_id>/redeliver",
+        views_checks.RedeliverView.as_view(),
+        name="webhook-redeliver",
+    ),
     path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
     # Redoc from drf-spectacular-sidecar's static files (WhiteNoise), never from a CDN.
     path(

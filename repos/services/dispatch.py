@@ -14,11 +14,18 @@ history) declares it as a :class:`Job` — a Celery task name, the service funct
 
 Jobs are idempotent (landing a drained queue, deriving what is derived: nothing happens), so a
 retry is always safe.
+
+A job declared ``detached`` (webhook deliveries) never holds or fails the transaction's caller:
+without a broker it runs on a small pool of threads of this process (:data:`DETACHED_THREADS`)
+rather than in the request that committed, and with one, a failure to send it is logged rather
+than raised (the work it would have done is found again from the database:
+repos/services/webhooks.py).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,15 +64,48 @@ class Job:
     name: str
     run: Callable[..., object]
     retry: Retry = Retry()
+    #: Never hold or fail the committing caller (see the module's docstring).
+    detached: bool = False
 
 
 def after_commit(job: Job, *args: object) -> None:
     """Run ``job.run(*args)`` once the current transaction commits (at once outside one):
     on the worker pool when there is a broker, else in this process; retried alike."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
-        transaction.on_commit(lambda: run_in_process(job, args))
+        run = _on_a_thread if job.detached else run_in_process
+        transaction.on_commit(lambda: run(job, args))
     else:
-        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args))
+        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args), robust=job.detached)
+
+
+#: Threads of a process without a broker that run detached jobs: a bound on what slow
+#: receivers can hold, whatever the number of deliveries waiting. Daemon threads: a process
+#: that exits does not wait for them (what they had not done is pending in the database).
+DETACHED_THREADS = 4
+_detached_work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_detached_threads: list[threading.Thread] = []
+_detached_start = threading.Lock()
+
+
+def _on_a_thread(job: Job, args: tuple, retries_so_far: int = 0) -> None:
+    def run() -> None:
+        try:
+            run_in_process(job, args, retries_so_far)
+        except Exception:  # not transient: nobody is waiting on this thread to hear it
+            logger.exception("%s%r failed", job.name, args)
+        finally:
+            connections.close_all()  # this thread's own connections, opened by the job
+
+    with _detached_start:
+        while len(_detached_threads) < DETACHED_THREADS:
+            _detached_threads.append(threading.Thread(target=_run_detached, name="detached-job", daemon=True))
+            _detached_threads[-1].start()
+    _detached_work.put(run)
+
+
+def _run_detached() -> None:
+    while True:
+        _detached_work.get()()
 
 
 def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
@@ -82,6 +122,9 @@ def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:
         logger.warning("%s%r met a transient failure; retrying", job.name, args, exc_info=True)
 
     def again() -> None:
+        if job.detached:  # on the pool, not on the timer's own thread
+            _on_a_thread(job, args, retries_so_far + 1)
+            return
         try:
             run_in_process(job, args, retries_so_far + 1)
         except Exception:  # not transient: nobody is waiting on this thread to hear it

@@ -45,6 +45,27 @@ REPOSITORY_CREATED = "repository.created"
 PROPOSAL_REVIEW = "proposal.review"
 POLICY_CHANGED = "policy.changed"
 POLICY_BYPASS = "policy.bypass"
+CHECK_REQUESTED = "check.requested"
+CHECK_COMPLETED = "check.completed"
+
+#: Every kind of event there is (what a webhook may choose).
+KINDS = (
+    STREAM_CREATED,
+    STREAM_INTEGRATE,
+    STREAM_DELETED,
+    PROPOSAL_OPENED,
+    PROPOSAL_CONFLICT,
+    PROPOSAL_REVISED,
+    PROPOSAL_CLOSED,
+    PROPOSAL_REOPENED,
+    PROPOSAL_RESOLVED,
+    REPOSITORY_CREATED,
+    PROPOSAL_REVIEW,
+    POLICY_CHANGED,
+    POLICY_BYPASS,
+    CHECK_REQUESTED,
+    CHECK_COMPLETED,
+)
 
 #: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):
 #: ``{"id": seq, "event": kind, "data": payload + {"seq", "created"}}``.
@@ -91,6 +112,10 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
         (seq,) = cursor.fetchone()
     event = _INSERT_EVENT.run(Event(repository=repository, seq=seq, kind=kind, payload=payload))
     publish_on_commit(repository.pk, wire(event))
+    if repository.webhooks:  # read with the repository's row: no query where there are none
+        from .webhooks import deliver_on_commit  # webhooks read the outbox through this module
+
+        deliver_on_commit(repository.pk)
     if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
         transaction.on_commit(prune_when_due)
     return event

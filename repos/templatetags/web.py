@@ -60,3 +60,11 @@ def short(oid) -> str:
 def first_line(text) -> str:
     stripped = str(text or "").strip()
     return stripped.splitlines()[0] if stripped else ""
+
+
+@register.filter
+def http_url(url) -> str:
+    """The URL if it is http or https, else empty: a page links to nothing else (a check's
+    link is checked when it is reported; this holds even for rows written some other way)."""
+    text = str(url or "")
+    return text if text.lower().startswith(("http://", "https://")) else ""

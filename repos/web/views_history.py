@@ -12,7 +12,7 @@ from django.views.decorators.http import require_safe
 from engine.objects import MODE_TREE
 
 from ..errors import Invalid
-from ..services import browse, reads
+from ..services import browse, checks, reads
 from ..templatetags.web import when
 from . import render as content
 from . import tables
@@ -27,12 +27,14 @@ AGE_STEPS = 10
 @require_safe
 @repository_page
 def changeset(request: HttpRequest, repository, oid: str) -> HttpResponse:
-    """A changeset: message, provenance, parents, a diffstat, then its diff against its first parent."""
+    """A changeset: message, provenance, parents, its tree's check results, a diffstat, then its
+    diff against its first parent."""
     browse.changeset_or_404(repository, oid)
     info = browse.describe(repository, [oid])[oid]
     context = {
         "repository": repository,
         "changeset": info,
+        "checks": checks.results_for(repository, info.tree).values(),
         "provenance": sorted((key, _text(value)) for key, value in info.provenance.items()),
         **diff_context(request, repository, info.parents[0] if info.parents else None, oid),
     }
@@ -123,12 +125,14 @@ def log(request: HttpRequest, repository, rest: str = "") -> HttpResponse:
     ids = [item["id"] for item in page["changesets"]]
     infos = browse.describe(repository, ids)
     offset = int(cursor.rpartition("+")[2]) if cursor else 0
+    results = checks.results_for_trees(repository, (info.tree for info in infos.values()))
     context = {
         "repository": repository,
         "rev": rev,
         "path": path,
         "crumbs": breadcrumbs(path),
-        "changesets": [infos[oid] for oid in ids],
+        # Each changeset with the check results of its tree (one query for the page).
+        "changesets": [(infos[oid], results.get(infos[oid].tree, [])) for oid in ids],
         "next": page["next"],
         "first": offset + 1,
         "last": offset + len(ids),

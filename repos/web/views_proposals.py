@@ -21,7 +21,7 @@ from engine.objects import MODE_TREE
 
 from ..errors import Forbidden, Invalid, WrongState
 from ..models import Proposal
-from ..services import browse, policies, proposals
+from ..services import browse, checks, policies, proposals
 from ..services.events import PROPOSAL_CONFLICT, PROPOSAL_OPENED, STREAM_INTEGRATE
 from .pages import diff_context, remember_layout, repository_page
 
@@ -54,7 +54,8 @@ def proposal_list(request: HttpRequest, repository) -> HttpResponse:
 @require_safe
 @repository_page
 def proposal_detail(request: HttpRequest, repository, number: int) -> HttpResponse:
-    """A proposal's state and outcome, its conflicts with both sides' versions, and its diff."""
+    """A proposal's state and outcome, the check results of its head's tree, its conflicts with
+    both sides' versions, and its diff."""
     proposal = proposals.get_proposal(repository, number)
     target = proposal.stream
     ours = proposal.result_head or target.head  # the stream head it was (or would be) merged into
@@ -92,6 +93,7 @@ def proposal_detail(request: HttpRequest, repository, number: int) -> HttpRespon
         "ours": ours,
         "base": base,
         "conflicts": conflicts,
+        "checks": checks.results_for(repository, head_info.tree).values(),
         **diff_context(request, repository, base, proposal.head),
     }
     return remember_layout(request, render(request, "web/proposal.html", context))

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.deployment import BASE_DIR, ApiClient, Deployment
+from tests.receiver import Receiver
 
 MAX_EXAMPLES = int(os.environ.get("AGENTGIT_FUZZ_EXAMPLES", "10"))
 SEED = os.environ.get("AGENTGIT_FUZZ_SEED", "20261201")
@@ -45,22 +46,32 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
     "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
     "/api/v1/repos/{repo}/policy": "each path pattern must parse as gitignore's (an unclosed '[' does not)",
+    "/api/v1/repos/{repo}/checks": "exactly one of changeset and tree",
+    "/api/v1/repos/{repo}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver": "409 while still pending",
 }
 
 
-#: Operations that name other resources inside their bodies or depend on a proposal's state (a
-#: list of parents; the stream head a resolution was made on; a proposal the run itself closed or
-#: resolved; a review of a proposal that must be open, by someone who did not write it, and a
-#: review's own id): most generated requests answer 404 or 409, which schemathesis reports as
-#: "missing test data". Their answers are still checked against the schema; their success paths
-#: are tested in tests/api/test_conflicts.py, tests/api/test_scenario.py and
-#: tests/api/test_policies.py. Any other operation reported so fails the run.
+#: Operations that name other resources inside their bodies or queries or depend on a proposal's
+#: state (a list of parents; the stream head a resolution was made on; a check's changeset or
+#: tree, exactly one of which a report or a listing names; a proposal the run itself closed,
+#: reopened, revised, resolved or integrated meanwhile, so that which of them is served depends
+#: on the order of the run's requests; a review of a proposal that must be open, by someone who
+#: did not write it, and a review's own id): most generated requests answer 404 or 409, which
+#: schemathesis reports as "missing test data". Their answers are still checked against the
+#: schema; their success paths are tested in tests/api/test_conflicts.py,
+#: tests/api/test_scenario.py, tests/api/test_checks.py and tests/api/test_policies.py. Any other
+#: operation reported so fails the run.
 SPARSE_404 = {
     "POST /api/v1/repos/{repo}/changesets",
+    "GET /api/v1/repos/{repo}/checks",
+    "POST /api/v1/repos/{repo}/checks",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/resolve",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/integrate",
     "POST /api/v1/repos/{repo}/proposals/{proposal_id}/reviews",
     "DELETE /api/v1/repos/{repo}/proposals/{proposal_id}/reviews/{review_id}",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/close",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/reopen",
+    "POST /api/v1/repos/{repo}/proposals/{proposal_id}/revisions",
 }
 
 
@@ -80,9 +91,12 @@ def missing_test_data(output: str) -> set[str]:
     }
 
 
-def seed_repository(api: ApiClient) -> dict[str, list]:
+def seed_repository(api: ApiClient, receiver_url: str) -> dict[str, list]:
     """A repository ``fuzz`` with some history; the values the run draws names and ids from."""
     api.create_repo("fuzz")
+    hook = api.request(
+        "POST", "/repos/fuzz/webhooks", json={"url": receiver_url, "secret": "fuzz", "events": ["*"]}, expect=(201,)
+    ).json()
     blob = api.upload_blob("fuzz", b"blob bytes\n")
     root = api.write("fuzz", None, {"a.txt": "a\n", "dir/b.txt": "b\n"}, "root")
     landed = api.open_proposal("fuzz", root)
@@ -90,10 +104,15 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
     child = api.write("fuzz", root, {"a.txt": "a, changed\n", "dir/c.txt": "c\n"}, "child")
     api.create_stream("fuzz", "topic", root)
     api.create_stream("fuzz", "team/work", child)
-    waiting = api.open_proposal("fuzz", child, stream="topic")
+    # Several open proposals: the run closes, reopens and revises the ones it draws.
+    waiting = [api.open_proposal("fuzz", child, stream=stream) for stream in ("topic", "topic", "team/work")]
     note = api.request(
-        "POST", f"/repos/fuzz/proposals/{waiting['id']}/reviews", json={"verdict": "comment"}, expect=(201,)
+        "POST", f"/repos/fuzz/proposals/{waiting[0]['id']}/reviews", json={"verdict": "comment"}, expect=(201,)
     ).json()
+    trees = [api.get_json(f"/repos/fuzz/changesets/{rev}")["tree"] for rev in (root, child)]
+    check = {"changeset": root, "name": "ci/test", "state": "success"}
+    api.request("POST", "/repos/fuzz/checks", json=check, expect=(201,))
+    deliveries = delivered(api, hook["id"])
     return {
         "repos": ["fuzz"],
         "revisions": [root, child, "main", "topic", "team/work"],
@@ -102,10 +121,24 @@ def seed_repository(api: ApiClient) -> dict[str, list]:
         "blobs": [blob],
         "paths": ["a.txt", "dir/b.txt", "dir/c.txt"],
         "dirs": ["dir"],
-        "proposals": [str(landed["id"]), str(waiting["id"])],  # path parameters are text
+        "proposals": [landed["id"], *(proposal["id"] for proposal in waiting)],
         "operations": [outcome["operation"]],
-        "reviews": [str(note["id"])],
+        "reviews": [note["id"]],
+        "trees": trees,
+        "webhooks": [hook["id"]],
+        "deliveries": [delivery["id"] for delivery in deliveries],
     }
+
+
+def delivered(api: ApiClient, webhook_id: int) -> list[dict]:
+    """The seeded webhook's deliveries once they are all delivered (the sender is in the background)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = api.get_json(f"/repos/fuzz/webhooks/{webhook_id}/deliveries")["deliveries"]
+        if found and all(delivery["state"] == "delivered" for delivery in found):
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"the seeded webhook's deliveries never arrived: {found}")
 
 
 def config(values: dict[str, list], cache: Path) -> str:
@@ -142,6 +175,8 @@ def config(values: dict[str, list], cache: Path) -> str:
         "path.proposal_id": ("proposals", 0.7),
         "path.operation_id": ("operations", 0.7),
         "path.review_id": ("reviews", 0.7),
+        "path.webhook_id": ("webhooks", 0.7),
+        "path.delivery_id": ("deliveries", 0.7),
         "query.rev": ("revisions", 0.5),
         "query.from": ("revisions", 0.7),
         "query.to": ("revisions", 0.7),
@@ -152,6 +187,10 @@ def config(values: dict[str, list], cache: Path) -> str:
         "body.stream_head": ("revisions", 0.7),
         "body.from": ("revisions", 0.5),
         "body.stream": ("streams", 0.7),
+        "body.changeset": ("changesets", 0.5),
+        "body.tree": ("trees", 0.5),
+        "query.changeset": ("changesets", 0.5),
+        "query.tree": ("trees", 0.5),
     }
     lines.append("[parameters]")
     for key, (dictionary, probability) in bindings.items():
@@ -175,6 +214,10 @@ def config(values: dict[str, list], cache: Path) -> str:
         "[[operations]]",
         'include-name = "DELETE /api/v1/repos/{repo}/streams/{stream}"',
         "enabled = false",
+        # Likewise the seeded webhook and its deliveries; tests/api/test_webhooks.py covers it.
+        "[[operations]]",
+        'include-name = "DELETE /api/v1/repos/{repo}/webhooks/{webhook_id}"',
+        "enabled = false",
     ]
     for path, why in SEMANTIC_400.items():
         lines += [
@@ -197,8 +240,9 @@ def server():
 
 def run_schemathesis(server: Deployment, tmp_path: Path) -> tuple[subprocess.CompletedProcess, float, float]:
     """The run's result, its wall time and its CPU time (the schemathesis process's), in seconds."""
+    receiver = Receiver()
     with ApiClient(server.url, server.token) as api:
-        values = seed_repository(api)
+        values = seed_repository(api, receiver.url)
     config_file = tmp_path / "schemathesis.toml"
     config_file.write_text(config(values, tmp_path / "schemathesis-cache"))
     argv = [
@@ -207,14 +251,17 @@ def run_schemathesis(server: Deployment, tmp_path: Path) -> tuple[subprocess.Com
         "--header", f"Authorization: Bearer {server.token}", "--checks", "all",
     ]  # fmt: skip
     started, cpu_before = time.monotonic(), _children_cpu()
-    done = subprocess.run(
-        argv,
-        cwd=BASE_DIR,  # the hooks module is imported from here
-        env={**os.environ, "PYTHONPATH": str(BASE_DIR)},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=BASE_DIR,  # the hooks module is imported from here
+            env={**os.environ, "PYTHONPATH": str(BASE_DIR)},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    finally:
+        receiver.close()
     return done, time.monotonic() - started, _children_cpu() - cpu_before
 
 

@@ -111,3 +111,41 @@ def test_an_error_that_is_not_transient_is_not_retried():
             dispatch.Job("test.broken", broken, dispatch.Retry(backoff_s=0))
         )  # no transaction: at once
     assert calls == [1]
+
+
+def test_a_detached_job_never_holds_the_committing_caller():
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        release.wait(30)
+        finished.set()
+
+    with transaction.atomic():
+        dispatch.after_commit(dispatch.Job("test.slow", slow, detached=True))
+    # The commit returned while the job was still waiting to be released.
+    assert started.wait(10) and not finished.is_set()
+    release.set()
+    assert finished.wait(10)
+
+
+def test_with_a_broker_a_detached_job_that_cannot_be_sent_leaves_the_commit_standing(settings, monkeypatch, caplog):
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+
+    def broker_down(*args, **kwargs):
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(dispatch.celery_app, "send_task", broker_down)
+    with transaction.atomic():
+        repository = create_repository("demo")
+        dispatch.after_commit(dispatch.Job("test.detached", lambda: None, detached=True))
+    assert type(repository).objects.filter(name="demo").exists()  # committed, and no error raised
+    assert "connection refused" in caplog.text
+
+
+def test_webhook_tasks_read_their_jobs_policy():
+    from repos.services import webhooks
+
+    assert tasks.send_webhook.name == webhooks.SEND.name and tasks.pump_webhooks.name == webhooks.PUMP.name
+    assert webhooks.DeliveryFailed in tasks.send_webhook.autoretry_for
+    assert tasks.send_webhook.max_retries == webhooks.SEND.retry.retries >= webhooks.ATTEMPTS - 1

@@ -281,3 +281,30 @@ def test_an_integrated_proposal_shows_the_decision_and_its_bypass(reader, sample
     assert "by root: hotfix &lt;b&gt;now&lt;/b&gt;" in html
     assert '<li class="unmet" data-requirement="approvals">' in html  # what was bypassed
     assert 'class="review-form"' not in html  # it takes no more reviews
+
+
+def test_check_results_show_on_the_changeset_the_proposal_and_the_log_escaped_with_safe_links(reader, sample):
+    from repos.models import CheckResult, Proposal
+    from repos.services.checks import report
+
+    proposal = Proposal.objects.get(pk=sample.conflicted)
+    tree = describe(sample.repository, [proposal.head])[proposal.head].tree
+    report(sample.repository, {"changeset": proposal.head, "name": "ci/test", "state": "failure",
+                               "url": "https://ci.example/run/7", "summary": f"{SCRIPT} failed"})  # fmt: skip
+    report(sample.repository, {"tree": tree, "name": "lint", "state": "success"})
+    # A row no report would make (the API refuses such a link): the page still never links it.
+    CheckResult.objects.create(
+        repository=sample.repository, tree=tree, name="sneaky", state="pending", url="javascript:alert(4)"
+    )
+    pages = {
+        "changeset": reader.get(f"/repos/demo/changeset/{proposal.head}").content.decode(),
+        "proposal": reader.get(f"/repos/demo/proposals/{sample.conflicted}").content.decode(),
+        "log": reader.get(f"/repos/demo/log/{proposal.head}").content.decode(),
+    }
+    for page, html in pages.items():
+        assert 'href="https://ci.example/run/7"' in html, page
+        assert 'class="check check-failure"' in html and 'class="check check-success"' in html, page
+        assert "javascript:" not in html and SCRIPT not in html, page
+    assert ESCAPED + " failed" in pages["changeset"] and ESCAPED + " failed" in pages["proposal"]
+    untested = reader.get(f"/repos/demo/changeset/{sample.base}").content.decode()
+    assert "No check has reported on this tree." in untested
