@@ -430,6 +430,9 @@ class Decision:
     approvals: tuple[str, ...] = ()
     owners: tuple[dict[str, object], ...] = ()
     bypass: tuple[str, str] | None = None
+    #: The checks the change needs on the result that would land, and how long they may take.
+    required_checks: tuple[str, ...] = ()
+    check_timeout_s: int = DEFAULT_CHECK_TIMEOUT_S
 
     @property
     def unmet(self) -> list[Requirement]:
@@ -496,7 +499,7 @@ def evaluate(policy: Policy, facts: Facts) -> Decision:
     if checks:
         requirements.append(_checks(checks, timeout_s, facts))
     allowed = all(requirement.met for requirement in requirements) or facts.bypass is not None
-    return Decision(allowed, policy.version, tuple(requirements), approvals, owners, facts.bypass)
+    return Decision(allowed, policy.version, tuple(requirements), approvals, owners, facts.bypass, checks, timeout_s)
 
 
 def _reviews(

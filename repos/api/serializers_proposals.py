@@ -138,12 +138,32 @@ class PolicyRuleBody(Body):
         max_length=1000,
         help_text="gitignore-style path patterns no change landing on these streams may touch.",
     )
+    required_checks = serializers.ListField(
+        child=Patterned(
+            {
+                "type": "string",
+                "pattern": r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$",
+                "description": "A check's name (ci/test).",
+            }
+        ),
+        required=False,
+        max_length=50,
+        help_text="Checks that must report `success` on the tree of the result that would land (the "
+        "fast-forward head or the merge) before the stream moves: the landing queue asks for them "
+        "(`check.requested`), batches the queued proposals and bisects a batch that fails.",
+    )
+    check_timeout_s = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=86400,
+        help_text="Seconds a required check may stay unreported or pending before it counts as failed (default 1800).",
+    )
     direct_update = Choice(
         choices=["nobody", "admins", "everyone"],
         required=False,
         help_text="Who may move the stream without a proposal (a git push to refs/heads/S, a stream "
-        "created at a head or deleted). Default: nobody when the rule asks for approvals or code owners, "
-        "else everyone.",
+        "created at a head or deleted). Default: nobody when the rule asks for approvals, code owners "
+        "or checks, else everyone.",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
-from ..services import checks, webhooks
+from ..services import checks, integration, webhooks
 from . import schema
 from . import serializers as s
 from . import serializers_checks as sc
@@ -43,7 +43,10 @@ class ChecksView(ApiView):
         report of the same name on the same tree replaces the state. Final states are
         ``check.completed`` events."""
         body = validated(sc.CheckReport, request)
-        result = checks.report(repository(repo), dict(body), credential=request.auth)
+        found = repository(repo)
+        result = checks.report(found, dict(body), credential=request.auth)
+        if result.state in checks.COMPLETED:
+            integration.wake_for_checks(found)  # a landing waiting for this result may go on
         return Response(sc.CheckResultSerializer(result).data, status=201)
 
 

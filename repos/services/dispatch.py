@@ -78,6 +78,32 @@ def after_commit(job: Job, *args: object) -> None:
         transaction.on_commit(lambda: celery_app.send_task(job.name, args=args), robust=job.detached)
 
 
+def later(job: Job, delay_s: float, *args: object) -> None:
+    """Run ``job.run(*args)`` ``delay_s`` seconds after the current transaction commits: a
+    countdown on the worker pool with a broker, a timer thread of this process without one (a
+    process that exits takes its timers along: what they would have done is found again by
+    recovery, or by the next request that drives the same job)."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+
+        def start() -> None:
+            timer = threading.Timer(delay_s, lambda: _on_a_timer(job, args))
+            timer.daemon = True
+            timer.start()
+
+        transaction.on_commit(start)
+    else:
+        transaction.on_commit(lambda: celery_app.send_task(job.name, args=args, countdown=delay_s), robust=True)
+
+
+def _on_a_timer(job: Job, args: tuple) -> None:
+    try:
+        run_in_process(job, args)
+    except Exception:  # not transient: nobody is waiting on this thread to hear it
+        logger.exception("%s%r failed; left to recovery", job.name, args)
+    finally:
+        connections.close_all()  # this thread's own connections, opened by the job
+
+
 #: Threads of a process without a broker that run detached jobs: a bound on what slow
 #: receivers can hold, whatever the number of deliveries waiting. Daemon threads: a process
 #: that exits does not wait for them (what they had not done is pending in the database).

@@ -40,14 +40,15 @@ from engine.errors import EngineError
 from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
+from engine.policy import Decision
 from engine.store import ObjectStore
 from engine.trees import diff_trees
 
 from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
 from ..lookups import Insert, Rows, Update, columns, instance
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
-from . import derived, metrics, policies, refmirror
-from .dispatch import Job, after_commit
+from . import derived, gate, metrics, policies, refmirror
+from .dispatch import Job, after_commit, later
 from .events import (
     MAX_PATHS,
     PROPOSAL_CONFLICT,
@@ -149,16 +150,18 @@ def wait_for(operation: Operation, timeout_s: float) -> Operation:
 
 
 def land_stream(stream_id: int) -> int:
-    """Land every queued operation of the stream, batch after batch; returns how many landed.
+    """Land every queued operation of the stream, batch after batch; returns how many finished.
 
     A batch smaller than the batch size emptied the queue; an operation queued after it was read
     has its own landing task (enqueued when it committed), so there is no need to look again.
+    Operations waiting for required checks stay queued: a check's report (or its timeout) lands
+    the stream again.
     """
     landed = 0
     while True:
-        count = _land_batch(stream_id)
+        count, again = _land_batch(stream_id)
         landed += count
-        if count < settings.AGENTGIT["LANDING_BATCH"]:
+        if not again:
             return landed
 
 
@@ -189,7 +192,7 @@ class _LostRace(Exception):
     """The stream head moved between reading it and the compare-and-swap."""
 
 
-def _land_batch(stream_id: int) -> int:
+def _land_batch(stream_id: int) -> tuple[int, bool]:
     config = settings.AGENTGIT
     attempts = max(1, config["INTEGRATE_ATTEMPTS"])
     for attempt in range(1, attempts + 1):
@@ -199,7 +202,7 @@ def _land_batch(stream_id: int) -> int:
             first_operation = lost.args[0]
             if attempt < attempts:
                 time.sleep(backoff_ms(first_operation, attempt, config["INTEGRATE_BACKOFF_MS"]) / 1000)
-    return _abort_queued(stream_id, attempts)
+    return _abort_queued(stream_id, attempts), False
 
 
 #: The landing's queries, compiled once (repos/lookups.py): a landing is a handful of short
@@ -288,14 +291,16 @@ def _latest_revision(proposal: Proposal) -> ProposalRevision | None:
     return instance(ProposalRevision, using, rows[0]) if rows else None
 
 
-def _land_once(stream_id: int, batch_size: int) -> int:
+def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
+    """Land what the queue's first ``batch_size`` operations allow; how many were finished, and
+    whether to look at the queue again at once (more may be landable)."""
     with transaction.atomic():
         stream = _locked_stream(stream_id)
         if stream is None:
-            return 0  # deleted (with its queued operations) since the landing was asked for
+            return 0, False  # deleted (with its queued operations) since the landing was asked for
         operations = _queued(stream, batch_size)
         if not operations:
-            return 0
+            return 0, False
         crash_point("operation_recorded")
         repository = stream.repository
         store = store_for(repository.name)
@@ -306,21 +311,21 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         policy = policies.policy_of(repository)
         results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
         changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
-        decisions: dict[int, dict] = {}  # operation id -> the policy decision it landed by
+        decisions: dict[int, Decision] = {}  # operation id -> the policy decision it lands by
+        candidates: list[gate.Candidate] = []  # the clean integrations, in order, for the gate
         for operation in operations:
             if operation.proposal.state == Proposal.State.CLOSED:
                 results.append((operation, None, closed_refusal(operation.proposal)))
                 continue
             if policy is not None:
                 # Judged here, on the head this operation lands on and the reviews as they are
-                # now, and recorded with the outcome in this transaction.
+                # now, and recorded with the outcome in this transaction. Required checks are
+                # the gate's, below: they are of the result, which is not made yet.
                 decision = policies.judge_proposal(policy, store, stream.name, head, operation)
-                if not decision.allowed:
-                    what = f"proposal {operation.proposal_id} cannot land on {stream.name}"
-                    refusal = policies.denied(decision, what, proposal=operation.proposal_id)
-                    results.append((operation, None, refusal))
+                if not decision.allowed and not decision.waiting:
+                    results.append((operation, None, _refused(decision, operation, stream.name)))
                     continue
-                decisions[operation.pk] = decision.as_dict()
+                decisions[operation.pk] = decision
             try:
                 integration = integrate(
                     store,
@@ -336,17 +341,41 @@ def _land_once(stream_id: int, batch_size: int) -> int:
             results.append((operation, integration, None))
             if integration.head is not None and integration.head != head:
                 changed[operation.pk] = paths_between(store, head, integration.head)
+                decided = decisions.get(operation.pk)
+                names = decided.required_checks if decided is not None and decided.bypass is None else ()
+                timeout = decided.check_timeout_s if decided is not None else 0
+                candidates.append(gate.Candidate(operation, integration.head, names, timeout))
             head = integration.head
         crash_point("objects_written")
+        verdict = gate.judge(repository, stream.name, store, candidates, speculative=_speculative())
+        # What the verdict lets finish: everything before the first candidate that does not land
+        # (integrated on heads that do land), and a refused first candidate; the rest waits.
+        finished, again = len(results), len(operations) == batch_size
+        if verdict.land < len(candidates):
+            waiting = candidates[verdict.land].operation
+            finished = next(index for index, (operation, _i, _e) in enumerate(results) if operation is waiting)
+            head = candidates[verdict.land - 1].head if verdict.land else stream.head
+            if verdict.refuse is not None:
+                assert policy is not None  # only a policy requires checks
+                refused = policies.judge_proposal(
+                    policy, store, stream.name, stream.head, waiting, checks=verdict.refuse
+                )
+                results[finished] = (waiting, None, _refused(refused, waiting, stream.name))
+                finished += 1
+            again = verdict.refuse is not None or verdict.land > 0
+        results = results[:finished]
         moved = head == stream.head or _MOVE_HEAD.run(head, timezone.now(), stream.pk, stream.version) == 1
         if not moved:
             raise _LostRace(operations[0].pk)
         for operation, integration, error in results:
             decision = decisions.get(operation.pk)
-            _record(stream, store, operation, integration, error, changed.get(operation.pk), decision)
+            record = None if decision is None else _landed_by(decision, verdict, integration)
+            _record(stream, store, operation, integration, error, changed.get(operation.pk), record)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
+        if verdict.wake_in_s is not None:
+            _wake_later(stream.pk, verdict.wake_in_s)  # a pending check's timeout
         crash_point("cas_applied")
     crash_point("committed")
     metrics.observe_integrations(
@@ -360,7 +389,54 @@ def _land_once(stream_id: int, batch_size: int) -> int:
     ]
     if head != stream.head or integrated:
         refmirror.follow_landing(repository, stream.name, integrated)
-    return len(operations)
+    return len(results), again
+
+
+def _refused(decision: Decision, operation: Operation, stream: str) -> ApiError:
+    what = f"proposal {operation.proposal_id} cannot land on {stream}"
+    return policies.denied(decision, what, proposal=operation.proposal_id)
+
+
+def _landed_by(decision: Decision, verdict: gate.Verdict, integration: Integration | None) -> dict:
+    """The decision recorded with a landing: the required checks met on the tree it was tested on."""
+    recorded = decision.as_dict()
+    if decision.required_checks and decision.bypass is None and integration is not None and verdict.tree:
+        names = ", ".join(decision.required_checks)
+        recorded["allowed"] = True
+        recorded["requirements"] = [
+            {**item, "met": True, "message": f"{names} passed on the result's tree {verdict.tree}"}
+            if item["requirement"] == "checks"
+            else item
+            for item in recorded["requirements"]  # type: ignore[attr-defined]
+        ]
+        recorded["checks"] = {"tree": verdict.tree, "names": list(decision.required_checks)}
+    return recorded
+
+
+#: Per process, when each stream waiting for checks is to be looked at again (monotonic time):
+#: a landing that waits schedules its wake-up only if none is due sooner.
+_WAKES: dict[int, float] = {}
+
+
+def _wake_later(stream_id: int, delay_s: float) -> None:
+    due = time.monotonic() + delay_s
+    scheduled = _WAKES.get(stream_id)
+    if scheduled is not None and time.monotonic() < scheduled <= due + 0.5:
+        return
+    _WAKES[stream_id] = due
+    later(LAND_STREAM, delay_s, stream_id)
+
+
+def _speculative() -> bool:
+    return bool(settings.AGENTGIT.get("SPECULATIVE_CHECKS", True))
+
+
+def wake_for_checks(repository: Repository) -> None:
+    """A check reported: look again at each stream of the repository with queued operations (the
+    gate may now land, refuse or bisect). One query; nothing when nothing is queued."""
+    queued = Operation.objects.filter(repository=repository, state=Operation.State.QUEUED)
+    for stream_id in queued.values_list("stream_id", flat=True).distinct():
+        after_commit(LAND_STREAM, stream_id)
 
 
 def paths_between(store, old: str | None, new: str) -> dict:

@@ -23,7 +23,7 @@ owners satisfied, any bypass) is written with the stream update: on the proposal
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -50,6 +50,7 @@ from engine.trees import diff_trees, lookup
 from ..errors import Forbidden, Invalid, NotFound, PolicyDenied, WrongState, from_engine
 from ..lookups import Rows
 from ..models import Credential, Operation, PolicyVersion, Proposal, ProposalRevision, Repository, Review
+from .checks import results_for
 from .events import POLICY_BYPASS, POLICY_CHANGED, PROPOSAL_REVIEW, append_event
 from .stores import store_for
 
@@ -251,10 +252,18 @@ def _authors(proposal: Proposal) -> frozenset[str]:
 
 
 def judge_proposal(
-    policy: Policy, store: ObjectStore, stream_name: str, stream_head: str | None, operation: Operation
+    policy: Policy,
+    store: ObjectStore,
+    stream_name: str,
+    stream_head: str | None,
+    operation: Operation,
+    *,
+    checks: Mapping[str, tuple[str, str, float]] | None = None,
 ) -> Decision:
     """The decision on integrating ``operation``'s proposal into a stream now at ``stream_head``
-    (inside the landing's transaction; the reviews and revisions are read as they are now)."""
+    (inside the landing's transaction; the reviews and revisions are read as they are now).
+    ``checks``: the required checks' results on the result that would land, once the gate has
+    them (repos/services/gate.py); without them, required checks leave the decision waiting."""
     proposal = operation.proposal
     rules = policy.rules_for(stream_name)
     if not rules:
@@ -276,6 +285,7 @@ def judge_proposal(
         tree=tree,
         verdicts=verdicts,
         bypass=(bypass["by"], bypass["reason"]) if bypass else None,
+        checks=checks,
         **_owners(rules, store, stream_head, paths, approvers - authors),
     )
     return evaluate(policy, facts)
@@ -305,11 +315,21 @@ def judge_direct_update(
         actor=credential.user.get_username(),
         actor_is_admin=credential.has_scope("admin"),
         via_proposal=False,
+        checks=_check_facts(repository, store.read_commit(new).tree) if new is not None else None,
     )
     decision = evaluate(policy, facts)
     if not decision.allowed:
         raise denied(decision, f"{stream_name} cannot be updated directly")
     return decision
+
+
+def _check_facts(repository: Repository, tree: str) -> dict[str, tuple[str, str, float]]:
+    """The check results of ``tree`` as the judgment takes them: name -> (state, url, age in s)."""
+    now = timezone.now()
+    return {
+        name: (result.state, result.url, (now - result.updated).total_seconds())
+        for name, result in results_for(repository, tree).items()
+    }
 
 
 def explain(proposal: Proposal) -> dict:

@@ -1,0 +1,179 @@
+"""Required checks gate the landing queue: the stream moves only to a result whose tree passed
+every required check; a failure refuses its proposal (it stays open); a batch that fails is
+bisected and its good part lands; a check that never reports fails after the policy's timeout.
+
+The tests play the CI system: they read the ``check.requested`` events and report results on the
+trees asked for, as a runner would."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.trees import lookup
+from repos.models import CheckResult, Event, Operation, Proposal
+from repos.services import integration
+from repos.services.stores import store_for
+
+from .conftest import ALL_BUT_ADMIN, Api, client_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def repo(admin, monkeypatch):
+    """``demo`` with a first changeset on main; an agent, an admin and a CI client; landing
+    wake-ups (a pending check's timeout) recorded instead of run on a timer thread."""
+    assert admin.post("/api/v1/repos", {"name": "demo"}, format="json").status_code == 201
+    agent = Api(client_with(ALL_BUT_ADMIN), "demo")
+    agent.land(agent.write(None, {"README.md": "hello\n"}))
+    wakes: list[tuple[int, float]] = []
+    monkeypatch.setattr(integration, "_wake_later", lambda stream, delay: wakes.append((stream, delay)))
+    ci = Api(client_with(["read", "checks"]), "demo")
+    ci.wakes = wakes
+    return agent, Api(admin, "demo"), ci
+
+
+def guard(admin: Api, **rule) -> None:
+    document = {"rules": [{"streams": ["main"], "required_checks": ["ci/test"], **rule}]}
+    response = admin.client.put(admin.url("/policy"), document, format="json")
+    assert response.status_code == 200, response.content
+
+
+def requested() -> list[dict]:
+    return [event.payload for event in Event.objects.filter(kind="check.requested").order_by("seq")]
+
+
+def report(ci: Api, tree: str, state: str, name: str = "ci/test", url: str = "https://ci.example/run/1") -> None:
+    response = ci.post("/checks", {"tree": tree, "name": name, "state": state, "url": url})
+    assert response.status_code == 201, response.content
+
+
+def run_ci(ci: Api, *, bad: str = "bad") -> int:
+    """Report every pending check: failure on a tree that has a ``bad`` directory, else success;
+    until none is pending. How many were reported."""
+    store = store_for("demo")
+    reported = 0
+    while True:
+        pending = list(CheckResult.objects.filter(state="pending").values_list("tree", "name"))
+        if not pending:
+            return reported
+        for tree, name in pending:
+            report(ci, tree, "failure" if lookup(store, tree, bad) is not None else "success", name)
+            reported += 1
+
+
+def test_a_landing_waits_for_its_check_and_lands_when_it_passes(repo):
+    agent, admin, ci = repo
+    guard(admin)
+    before = agent.head()
+    body = {"message": "m", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}
+    waiting = agent.post("/streams/main/land", body, wait=0)
+    assert waiting.status_code == 202, waiting.content
+    assert agent.head() == before
+    [asked] = requested()
+    assert (
+        asked["stream"] == "main"
+        and asked["names"] == ["ci/test"]
+        and asked["proposals"] == [waiting.json()["proposal"]]
+    )
+    result = agent.get(f"/changesets/{asked['changeset']}").json()
+    assert result["tree"] == asked["tree"]  # the runner materialises the changeset it is told of
+    assert ci.wakes and ci.wakes[-1][1] > 1700  # looked at again by the timeout (default 1800 s)
+
+    report(ci, asked["tree"], "success")
+
+    assert agent.head() == asked["changeset"]
+    proposal = agent.get(f"/proposals/{waiting.json()['proposal']}").json()
+    assert proposal["state"] == "integrated"
+    checks = next(item for item in proposal["decision"]["requirements"] if item["requirement"] == "checks")
+    assert checks["met"] is True and asked["tree"] in checks["message"]
+    assert proposal["decision"]["checks"] == {"tree": asked["tree"], "names": ["ci/test"]}
+
+
+def test_a_failing_check_refuses_the_proposal_naming_the_check_and_its_link(repo):
+    agent, admin, ci = repo
+    guard(admin)
+    before = agent.head()
+    proposal = agent.propose(agent.write(before, {"bad/x.txt": "broken\n"}))
+    assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
+    [asked] = requested()
+    report(ci, asked["tree"], "failure", url="https://ci.example/run/7")
+
+    assert agent.head() == before
+    operation = Operation.objects.filter(proposal_id=proposal).get()
+    assert operation.state == "failed" and operation.error["code"] == "policy_denied"
+    [detail] = operation.error["details"]
+    assert detail["requirement"] == "checks" and "ci/test failed (https://ci.example/run/7)" in detail["message"]
+    assert Proposal.objects.get(pk=proposal).state == "open"  # open for a revision
+    refused = agent.integrate(proposal)  # asking again: the same tree, the same known failure
+    assert refused.status_code == 403 and refused.json()["error"]["details"][0]["requirement"] == "checks"
+
+
+@pytest.mark.parametrize("speculative", [True, False])
+def test_a_failed_batch_is_bisected_and_its_good_part_lands(repo, settings, speculative):
+    settings.AGENTGIT = {**settings.AGENTGIT, "SPECULATIVE_CHECKS": speculative}
+    agent, admin, ci = repo
+    guard(admin)
+    base = agent.head()
+    # The first proposal waits for its check; five more queue behind it, one of them bad.
+    files = ["one", "two", "bad/three", "four", "five", "six"]
+    proposals = [agent.propose(agent.write(base, {f"{name}.txt": f"{name}\n"})) for name in files]
+    for proposal in proposals:
+        assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
+    assert Operation.objects.filter(state="queued").count() == 6
+    sizes = [len(event["proposals"]) for event in requested()]
+    # The first alone; speculatively, each longer batch on top of it as it grows (Zuul), else
+    # nothing more while the first is under test (Bors).
+    assert sizes == ([1, 2, 3, 4, 5, 6] if speculative else [1])
+
+    run_ci(ci)
+
+    states = {proposal: Proposal.objects.get(pk=proposal).state for proposal in proposals}
+    bad = proposals[2]
+    assert states.pop(bad) == "open"
+    assert set(states.values()) == {"integrated"}
+    store = store_for("demo")
+    history = agent.get("/log", rev="main", limit=100).json()["changesets"]
+    assert all(lookup(store, agent.get(f"/changesets/{c['id']}").json()["tree"], "bad") is None for c in history)
+    for name in ("one", "two", "four", "five", "six"):
+        assert agent.file(f"{name}.txt") == f"{name}\n".encode()
+    # Bisection asked for a few prefixes, not one per proposal after the failure.
+    assert len(requested()) <= 8
+
+
+def test_a_check_that_never_reports_fails_after_the_timeout(repo, monkeypatch):
+    agent, admin, ci = repo
+    guard(admin, check_timeout_s=1)
+    before = agent.head()
+    proposal = agent.propose(agent.write(before, {"slow.txt": "s\n"}))
+    assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
+    stream, delay = ci.wakes[-1]
+    assert 1 <= delay <= 3  # woken by the timeout, not only by a report
+    CheckResult.objects.update(updated=CheckResult.objects.get().updated.replace(year=2000))  # long ago
+
+    integration.land_stream(stream)  # what the timer runs
+
+    operation = Operation.objects.get(proposal_id=proposal)
+    assert operation.state == "failed" and "did not report within 1 s" in operation.error["details"][0]["message"]
+    assert agent.head() == before
+
+
+def test_a_tree_that_passed_before_lands_without_asking_again(repo):
+    agent, admin, ci = repo
+    guard(admin)
+    base = agent.head()
+    first = agent.write(base, {"same.txt": "same\n"})
+    tree = agent.get(f"/changesets/{first}").json()["tree"]
+    report(ci, tree, "success")  # tested earlier (on another branch, say)
+    landed = agent.integrate(agent.propose(agent.write(base, {"same.txt": "same\n"}, message="again\n")))
+    assert landed.status_code == 200 and landed.json()["outcome"] == "fast_forward"
+    assert requested() == []
+
+
+def test_an_admin_bypass_lands_without_the_checks(repo):
+    agent, admin, ci = repo
+    guard(admin)
+    proposal = agent.propose(agent.write(agent.head(), {"hotfix.txt": "fix\n"}))
+    landed = admin.post(f"/proposals/{proposal}/integrate", {"bypass": "CI is down"})
+    assert landed.status_code == 200, landed.content
+    assert requested() == []
