@@ -62,6 +62,9 @@ AGENTGIT: dict[str, Any] = {
     "INTEGRATE_BACKOFF_MS": _env_int("AGENTGIT_INTEGRATE_BACKOFF_MS", 32),
     # Most queued integrations of one stream landed in one transaction.
     "LANDING_BATCH": _env_int("AGENTGIT_LANDING_BATCH", 32),
+    # Required checks: a batch that grows while a prefix of it is under test is tested on top of
+    # it at once (Zuul's speculative testing), not after (repos/services/gate.py).
+    "SPECULATIVE_CHECKS": _env_bool("AGENTGIT_SPECULATIVE_CHECKS", True),
     # The token bucket of every credential without its own: requests per second (0: no default
     # limit) and bucket size. Buckets live in Redis when REDIS_URL is set, else in a SQLite file
     # in the data directory (repos.services.ratelimit).

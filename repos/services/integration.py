@@ -428,7 +428,7 @@ def _wake_later(stream_id: int, delay_s: float) -> None:
 
 
 def _speculative() -> bool:
-    return bool(settings.AGENTGIT.get("SPECULATIVE_CHECKS", True))
+    return bool(settings.AGENTGIT["SPECULATIVE_CHECKS"])
 
 
 def wake_for_checks(repository: Repository) -> None:
