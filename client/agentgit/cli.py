@@ -25,6 +25,7 @@ from typing import Any
 import click
 
 from ._sync import Client
+from . import runner as check_runner
 from .errors import AgentGitError, ApiError, Forbidden, PolicyDenied, Unauthenticated
 from .types import Edit, Landing, Outcome, Review, delete, rename, write
 
@@ -554,6 +555,49 @@ def events(
         else:
             click.echo(f"{event.id}\t{event.kind}\t{json.dumps(event.data, sort_keys=True)}")
         sys.stdout.flush()
+
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@repo_option
+@click.option("--name", required=True, help="The check it runs, as the policy requires it (ci/test).")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Checks run at once.")
+@click.option(
+    "--timeout", "timeout_s", type=float, default=600, show_default=True, help="Seconds a run may take (then: error)."
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Its position in the feed and the trees it ran (default: under ~/.cache/agentgit/runner).",
+)
+@json_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="-- COMMAND...")
+def runner(
+    repo: str, name: str, jobs: int, timeout_s: float, state_path: Path | None, command: tuple[str, ...]
+) -> None:
+    """Run COMMAND on every tree the landing queue asks NAME of, and report the result.
+
+    COMMAND runs without a shell (write sh -c '...' for one) in a fresh checkout of the tree:
+    exit 0 reports success, another exit failure, past --timeout error; the output's tail is
+    the summary. Progress goes to stderr, a line per check (JSON lines with --json).
+    """
+    problem = check_runner.check_settings(name, jobs, timeout_s, command)
+    if problem:
+        raise click.UsageError(problem)
+    client = _client()
+    settings = check_runner.Settings(
+        repo=repo,
+        name=name,
+        command=command,
+        jobs=jobs,
+        timeout_s=timeout_s,
+        state_path=state_path or check_runner.default_state_path(client.config.url, repo, name),
+        as_json=_state().json,
+    )
+    worker = check_runner.Runner(client, settings, check_runner.echo_stderr)
+    check_runner.install_stop_signals(worker)
+    worker.progress("following", repo=repo, jobs=jobs, state=str(settings.state_path))
+    worker.run()
 
 
 @cli.command()
