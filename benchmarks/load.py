@@ -14,6 +14,8 @@ and any problem fails the command after the table. The scenarios reuse the machi
 * ``fanout``: :func:`benchmarks.events_bench.run_fan_out`;
 * ``landing``: :func:`benchmarks.resolution_bench.run_landing` (planned conflicts reported, as the peer's),
   twice: on an open main and on a main guarded by one approval, given before integrating;
+* ``checks``: :func:`benchmarks.checks_bench.run_checks`: agents landing on a main that requires a
+  check, run by the real ``agentgit runner``, in three landing modes;
 * ``git`` and ``big-repo``: repositories built by :func:`benchmarks.git_bench.build_source` and
   brought in with ``agentgit_import``;
 * ``ratelimit``: threads of this process, one credential hammered, another calling steadily.
@@ -48,6 +50,7 @@ import httpx
 from tests.deployment import ApiClient, Deployment
 
 from . import cycle
+from .checks_bench import CHECK_MODES, CheckRun, run_checks
 from .cycle import (
     DEFAULT_SERVER_WORKERS,
     LoadResult,
@@ -62,7 +65,8 @@ from .git_bench import _git, build_source
 from .resolution_bench import SHARED, LandingRun, run_landing
 
 SCENARIOS = (
-    "reads", "streams", "contention", "same-file", "fanout", "ratelimit", "saturation", "landing", "git", "big-repo",
+    "reads", "streams", "contention", "same-file", "fanout", "ratelimit", "saturation", "landing", "checks", "git",
+    "big-repo",
 )  # fmt: skip
 #: ``--backend``: the deployment mode of tests/deployment.py each one is.
 BACKENDS = {"sqlite": "embedded", "postgres": "production"}
@@ -93,11 +97,17 @@ class Profile:
     fresh: bool
     #: Imported repositories are maintained (packed, indexed) as served ones are, before the run.
     maintain: bool
+    #: The checks scenario: agents, changes each, and the seconds the required check takes.
+    checks_agents: int
+    checks_changes: int
+    check_s: float
 
 
 PROFILES = {
-    "full": Profile(20, 16, (50, 100), 5, 10_000, 8, 100_000, 1_000, 100, DEFAULT_SERVER_WORKERS, True, True),
-    "smoke": Profile(3, 4, (4,), 5, 300, 4, 1_000, 100, 10, 1, False, False),
+    "full": Profile(
+        20, 16, (50, 100), 5, 10_000, 8, 100_000, 1_000, 100, DEFAULT_SERVER_WORKERS, True, True, 50, 5, 2.0
+    ),
+    "smoke": Profile(3, 4, (4,), 5, 300, 4, 1_000, 100, 10, 1, False, False, 4, 3, 0.2),
 }
 
 
@@ -857,6 +867,43 @@ def big_repo(ctx: Context) -> list[Row]:
     return rows
 
 
+def checks(ctx: Context) -> list[Row]:
+    """Agents land on a main requiring ``ci/test``, run by ``agentgit runner`` (see
+    benchmarks/checks_bench.py), in each landing mode: speculative batching, plain batching and
+    one at a time. Its invariants fail the row; the goals (lands/min 10x one at a time, p99 at most
+    6 check durations) are reported beside them."""
+    runs: list[tuple[str, CheckRun, Window]] = []
+    for mode, env in CHECK_MODES.items():
+        with ctx.servers.deployment(env) as deployment:
+            token = ctx.servers.token(deployment)  # the runner's too (a token of its own: a Django start more)
+            with Window(deployment) as window:
+                run = run_checks(
+                    deployment.url, token, token, repo=f"{ctx.repo('checks')}-{mode.replace(' ', '-')}",
+                    agents=ctx.profile.checks_agents, changes=ctx.profile.checks_changes,
+                    check_s=ctx.profile.check_s, scratch=ctx.scratch,
+                )  # fmt: skip
+        runs.append((mode, run, window))
+    baseline = runs[-1][1].lands_per_min
+    rows = []
+    for mode, run, window in runs:
+        errors: dict[str, int] = {}
+        for change in run.changes:
+            if change.error:
+                errors[change.error.split(":")[0]] = errors.get(change.error.split(":")[0], 0) + 1
+        row = Row(
+            f"checks {mode}", ctx.backend, run.agents, run.elapsed_s, "lands", len(run.landed),
+            "change, integrate call to landed or refused", percentiles([c.elapsed_ms for c in run.decided]), errors,
+            details={
+                **run.summary(),
+                "x_one_at_a_time": round(run.lands_per_min / baseline, 1) if baseline else None,
+                "goal_p99_ms": round(6 * run.check_s * 1000),
+            },
+        )  # fmt: skip
+        rows.append(window.fill(row))
+        row.problems += [f"checks {mode}: {problem}" for problem in run.problems]
+    return rows
+
+
 RUNNERS: dict[str, Callable[[Context], list[Row]]] = {
     "reads": reads,
     "streams": streams,
@@ -866,6 +913,7 @@ RUNNERS: dict[str, Callable[[Context], list[Row]]] = {
     "ratelimit": ratelimit,
     "saturation": saturation,
     "landing": landing,
+    "checks": checks,
     "git": git,
     "big-repo": big_repo,
 }

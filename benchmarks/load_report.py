@@ -66,6 +66,13 @@ def _details(row: dict[str, Any]) -> str:
             f"landed {d['landed']}, {d['conflicted']} conflicted as planned ({d['planned_conflicts']} planned),"
             f" {d['lands_per_min']} lands/min, attempts per land {d['attempts_per_land']}"
         )
+    if scenario.startswith("checks"):
+        return (
+            f"landed {d['landed']} of {d['changes']}, refused {d['refused']} ({d['bad']} bad), check {d['check_s']:g} s:"
+            f" {d['lands_per_min']} lands/min ({d['x_one_at_a_time']}x one at a time), p99 {format_ms(d['p99_ms'])} ms"
+            f" (goal {d['goal_p99_ms']}); {d['check_runs']} check runs, {d['batches']} batches,"
+            f" {d['bisections']} bisections"
+        )
     if scenario == "git":
         return (
             f"{d['files']} files; {d['writers']} writers meanwhile: {d['integrations_per_s']} integrations/s,"

@@ -24,8 +24,8 @@ from typing import Any
 
 import click
 
-from ._sync import Client
 from . import runner as check_runner
+from ._sync import Client
 from .errors import AgentGitError, ApiError, Forbidden, PolicyDenied, Unauthenticated
 from .types import Edit, Landing, Outcome, Review, delete, rename, write
 

@@ -197,7 +197,9 @@ class Runner:
 
     def _resume_after_pruned(self, error: AgentGitError) -> bool:
         """The feed's position was pruned (400 with ``first_available``): go on from there."""
-        first = next((d.get("first_available") for d in getattr(error, "details", []) or [] if isinstance(d, dict)), None)
+        first = next(
+            (d.get("first_available") for d in getattr(error, "details", []) or [] if isinstance(d, dict)), None
+        )
         if not isinstance(first, int):
             return False
         with self._lock:
