@@ -8,7 +8,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_content, views_history, views_landing, views_proposals
+from . import views, views_content, views_credentials, views_history, views_landing, views_proposals
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -56,6 +56,8 @@ urlpatterns = [
     path("repos/<str:repo>/blame/<path:rev>/<path:path>", views_history.BlameView.as_view(), name="blame"),
     path("repos/<str:repo>/log", views_history.LogView.as_view(), name="log"),
     path("repos/<str:repo>/events", EventsView.as_view(), name="events"),
+    path("credentials", views_credentials.CredentialsView.as_view(), name="credentials"),
+    path("credentials/<str:credential_id>", views_credentials.CredentialView.as_view(), name="credential"),
     path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
     # Redoc from drf-spectacular-sidecar's static files (WhiteNoise), never from a CDN.
     path(
