@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -101,14 +102,35 @@ def check_reach(repositories: object = None, streams: object = None, paths: obje
     checked: list[list[str]] = []
     for field_name, value, compile_ in (("streams", streams, compile_streams), ("paths", paths, compile_paths)):
         value = [] if value is None else value
-        try:
-            compile_(value, field_name)
-        except InvalidInput as refused:
-            problems += [dict(detail) for detail in refused.details]
+        problems += _pattern_problems(compile_, value, field_name)
         checked.append(list(value) if isinstance(value, list) else [])
     if problems:
         raise Invalid(f"{problems[0]['field']}: {problems[0]['message']}", details=problems)
     return Reach(names, *checked)
+
+
+#: What compiling some patterns raises beyond engine.policy's own InvalidInput: pathspec refuses
+#: ``!`` or a trailing backslash with a ValueError, and ``re`` a range such as ``[z-a]``.
+_BROKEN_PATTERN = (ValueError, re.error)
+
+
+def _pattern_problems(compile_: Callable[[object, str], object], value: object, field_name: str) -> list[dict]:
+    """The details of the patterns that do not compile, each named by its index."""
+    try:
+        compile_(value, field_name)
+    except InvalidInput as refused:
+        return [dict(detail) for detail in refused.details]
+    except _BROKEN_PATTERN:
+        assert isinstance(value, list)  # anything else is InvalidInput
+        problems = []
+        for index, pattern in enumerate(value):
+            try:
+                compile_([pattern], field_name)
+            except (InvalidInput, *_BROKEN_PATTERN) as broken:
+                message = f"{pattern!r} is not a valid pattern: {broken}"
+                problems.append({"field": f"{field_name}.{index}", "code": "invalid", "message": message})
+        return problems or [{"field": field_name, "code": "invalid", "message": "the patterns do not compile together"}]
+    return []
 
 
 def _names(repositories: object, problems: list[dict]) -> list[str]:

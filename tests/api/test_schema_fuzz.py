@@ -44,6 +44,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/changesets": "blobs must exist; operations must agree with each other and the parent",
     "/api/v1/repos/{repo}/streams/{stream}/land": "a changeset's rules: blobs exist, operations agree",
     "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
+    "/api/v1/credentials": "path patterns must be gitignore's (a comment, '!' or '[z-a]' is not)",
 }
 
 
@@ -165,6 +166,11 @@ def config(values: dict[str, list], cache: Path) -> str:
         # them answers 404 ("missing test data"); tests/api/test_conflicts.py covers the delete.
         "[[operations]]",
         'include-name = "DELETE /api/v1/repos/{repo}/streams/{stream}"',
+        "enabled = false",
+        # Revoking a credential by a generated id revokes the run's own token sooner or later,
+        # and every later request answers 401; tests/api/test_scoped_credentials.py covers it.
+        "[[operations]]",
+        'include-name = "DELETE /api/v1/credentials/{credential_id}"',
         "enabled = false",
     ]
     for path, why in SEMANTIC_400.items():

@@ -291,6 +291,9 @@ def test_the_credentials_api_needs_an_admin_held_to_no_repository(repos):
         ({"repositories": ["../up"]}, "repositories.0"),
         ({"streams": [""]}, "streams.0"),
         ({"paths": ["src/**", "# a comment"]}, "paths.1"),
+        ({"paths": ["src/**", "!"]}, "paths.1"),  # pathspec's ValueError, not a 500
+        ({"paths": ["[z-a]"]}, "paths.0"),  # re's error, not a 500
+        ({"streams": ["a\nb"]}, "streams.0"),
         ({"scopes": []}, "scopes"),
         ({"user": "no spaces"}, "user"),
         ({"rate": "5"}, "rate"),
