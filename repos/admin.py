@@ -100,7 +100,8 @@ class CredentialForm(forms.ModelForm):
         return burst
 
     def clean(self) -> dict:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         lists = {
             name: [line.strip() for line in data.get(name, "").splitlines() if line.strip()] for name in REACH_FIELDS
         }
