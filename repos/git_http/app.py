@@ -40,6 +40,7 @@ from agentgit_site.observability import note
 from ..errors import ApiError, Forbidden, Invalid, NotFound, Unauthenticated
 from ..models import Credential, Repository
 from ..services.admission import BASIC_CHALLENGE, SCOPE_KEY, Admission
+from ..services.credentials import require_repository
 from ..services.repositories import get_repository, streams_by_prefix
 from ..services.stores import repository_path
 from . import pktline
@@ -66,10 +67,12 @@ class ClientGone(Exception):
 def admit(admission: Admission | None, repository_name: str, scopes: tuple[str, ...]) -> tuple[Credential, Repository]:
     """The credential the admission middleware read (Basic with the token as the password, what
     git sends, or Bearer), with one of ``scopes`` and its rate-limit token taken, and the
-    repository: the one place the git surface admits a request. Raises the API's errors."""
+    repository, if the credential reaches it (else the 404 of a repository that does not
+    exist): the one place the git surface admits a request. Raises the API's errors."""
     if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
         raise Unauthenticated("this server reads no credentials on this path")
     credential = admission.admit(*scopes)
+    require_repository(credential, repository_name)
     return credential, get_repository(repository_name)
 
 

@@ -12,7 +12,9 @@
    (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
    proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
    recorded as changesets first (``content.record_commits``), so no ref ever names a commit
-   without its row.
+   without its row. A credential held to some streams has a ref of any other refused before
+   anything is recorded; one held to some paths has the whole push refused, the paths named,
+   when its commits change any other (:func:`refuse_paths`).
    With git's ``atomic`` capability (``git push --atomic``) every ``refs/heads/`` command applies
    in one transaction, or none does. Tags are refused: the server's refs are its streams.
 4. The answer is git's own report-status, with the outcomes as ``remote:`` lines (side band 2).
@@ -39,11 +41,14 @@ from django.conf import settings
 from django.db import transaction
 
 from engine.errors import EngineError
+from engine.graph import merge_bases
+from engine.trees import diff_trees
 
 from ..errors import ApiError, Forbidden, Invalid, PolicyDenied, from_engine
 from ..models import Credential, Repository, Stream
 from ..services import content, derived, integration, proposals, refmirror, repositories
-from ..services.stores import repository_path
+from ..services.credentials import require_paths, require_stream
+from ..services.stores import repository_path, store_for
 from . import pktline
 from .app import ZERO_ID, GitProcess, git_env, in_thread
 
@@ -261,9 +266,13 @@ def apply_commands(
     services; the lines to show the client, and the commits recorded. A refused command gets its
     ``refusal``; the others still apply, unless the push is ``atomic``: then all or none do."""
     for command in commands:
-        command.refusal = _refused_by_name(command.ref)
+        command.refusal = _refused_by_name(command.ref) or _refused_by_reach(credential, command.ref)
     if atomic and any(command.refusal for command in commands):
         return _refuse_all(commands), []
+    if credential.paths:
+        refused = refuse_paths(credential, repository, commands)
+        if refused:
+            return refused, []
     tips = sorted({command.new for command in commands if not command.deletes and command.refusal is None})
     new: list[str] = []
     if tips:
@@ -305,6 +314,60 @@ def _refused_by_name(ref: str) -> str | None:
     if not ref.startswith((HEADS, FOR)):
         return f"only {HEADS}<stream> and {FOR}<stream> can be pushed, not {ref}"
     return None
+
+
+def _refused_by_reach(credential: Credential, ref: str) -> str | None:
+    """Why the credential may not update the ref's stream; None if it may."""
+    try:
+        require_stream(credential, _stream_of(ref))
+    except Forbidden as refused:
+        return refused.message
+    return None
+
+
+def _stream_of(ref: str) -> str:
+    return ref.removeprefix(HEADS) if ref.startswith(HEADS) else ref.removeprefix(FOR)
+
+
+def refuse_paths(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:
+    """Refuse the whole push when its commits change paths outside the credential's paths: the
+    lines naming them, each command's refusal set; nothing when every path is within them."""
+    store = store_for(repository.name)
+    changed: set[str] = set()
+    for command in commands:
+        if command.refusal is None and not command.deletes:
+            try:
+                changed.update(_changed_paths(store, repository, command))
+            except EngineError as error:  # not a commit: refused on its own, as its service would
+                command.refusal = _reason(error)
+    try:
+        require_paths(credential, changed)
+    except Forbidden as refused:
+        for command in commands:
+            command.refusal = command.refusal or refused.message
+        return [f"push refused: {refused.message}", *(f"  outside: {detail['path']}" for detail in refused.details)]
+    return []
+
+
+def _changed_paths(store, repository: Repository, command: Command) -> list[str]:
+    """The paths the pushed head changes where it would land: from the stream's head for
+    refs/heads/S of an existing stream; else from its merge base with the target stream
+    (refs/for/S: S; a new stream, or S unknown: the default stream). Every path when there is
+    no base."""
+    name = _stream_of(command.ref)
+    heads = dict(
+        Stream.objects.filter(repository=repository, name__in=[name, repository.default_stream]).values_list(
+            "name", "head"
+        )
+    )
+    if command.ref.startswith(HEADS) and name in heads:
+        base = heads[name]
+    else:
+        target = heads[name] if command.ref.startswith(FOR) and name in heads else heads.get(repository.default_stream)
+        bases = merge_bases(store, target, command.new) if target else []
+        base = bases[0] if bases else None
+    old_tree = store.read_commit(base).tree if base else None
+    return [change.path for change in diff_trees(store, old_tree, store.read_commit(command.new).tree)]
 
 
 def _apply_all_or_none(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:

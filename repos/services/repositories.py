@@ -77,9 +77,10 @@ def create_repository(name: str, default_stream: str = "main") -> Repository:
     return repository
 
 
-def list_repositories():
-    """Every repository, by name (a queryset, for paging)."""
-    return Repository.objects.order_by("name")
+def list_repositories(names: list[str] | None = None):
+    """Every repository, or those of ``names``, by name (a queryset, for paging)."""
+    found = Repository.objects.order_by("name")
+    return found if names is None else found.filter(name__in=names)
 
 
 #: Every repository request's lookup (repos.lookups).
@@ -91,10 +92,16 @@ def _queryable(*names: object) -> bool:
     return all(isinstance(name, str) and "\x00" not in name for name in names)
 
 
+def repository_not_found(name: str) -> NotFound:
+    """The one refusal for a repository that does not exist, or that a credential does not
+    reach (repos.services.credentials): the two are not told apart."""
+    return NotFound(f"no repository named {name!r}")
+
+
 def get_repository(name: str) -> Repository:
     found = _BY_NAME.get(name) if _queryable(name) else None
     if found is None:
-        raise NotFound(f"no repository named {name!r}")
+        raise repository_not_found(name)
     return found[0]
 
 
