@@ -12,9 +12,8 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 
-from engine.policy import MAX_PATTERN_LENGTH
-
 from ..services import checks, repositories, webhooks
+from ..services.credentials import MAX_PATTERN_LENGTH
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

@@ -15,10 +15,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from engine.policy import MAX_PATTERNS
-
 from ..errors import ERRORS
 from ..models import Credential
+from ..services.credentials import MAX_PATTERNS
 from . import schema
 
 # --- answers -------------------------------------------------------------------------------
