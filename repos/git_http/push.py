@@ -45,7 +45,7 @@ from ..models import Credential, Repository, Stream
 from ..services import content, derived, integration, proposals, refmirror, repositories
 from ..services.stores import repository_path
 from . import pktline
-from .app import ZERO_ID, GitProcess, git_env, in_thread
+from .processes import GitProcess, git_env, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Command:
 
     @property
     def deletes(self) -> bool:
-        return self.new == ZERO_ID
+        return self.new == pktline.ZERO_ID
 
 
 async def receive_pack(credential: Credential, repository: Repository, body: AsyncIterator[bytes], send) -> None:
@@ -364,11 +364,11 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
         return [f"deleted stream {name}"]
     _need(credential, "write", "pushing to a stream")
     if stream is None:
-        if command.old != ZERO_ID:
+        if command.old != pktline.ZERO_ID:
             raise Invalid(f"stale: there is no stream {name} now; fetch and push again")
         repositories.create_stream(repository, name, command.new)
         return [f"created stream {name} at {command.new}"]
-    expected = None if command.old == ZERO_ID else command.old
+    expected = None if command.old == pktline.ZERO_ID else command.old
     outcome = integration.push_fast_forward(stream, expected, command.new, credential, derive=False)
     return [f"{name} fast-forwarded to {outcome['stream_head']}"]
 

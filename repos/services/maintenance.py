@@ -1,4 +1,4 @@
-"""Repository maintenance: ours, because git's automatic gc is off (refmirror.GIT_CONFIG).
+"""Repository maintenance: ours, because git's automatic gc is off (gitdir.GIT_CONFIG).
 
 Every landing writes a few loose objects or a small pack; left alone they pile up (1 627 loose
 objects after 357 landings; audit F7: 236 756 in production), and every read and clone pays for

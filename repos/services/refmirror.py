@@ -43,6 +43,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from ..lookups import Rows
 from ..models import Changeset, Proposal, Repository, Stream
+from .gitdir import configure, git, git_env
 from .stores import repository_path
 
 logger = logging.getLogger(__name__)
@@ -53,66 +54,11 @@ PROPOSALS = "refs/agentgit/proposals/"
 #: The namespaces the mirror owns; refs elsewhere are left alone.
 MIRRORED = (HEADS, "refs/agentgit/")
 
-#: git's own automatic maintenance, off: it would run without the database's knowledge (and
-#: receive-pack and many other commands trigger it). Ours is repos.services.maintenance.
-GIT_CONFIG = {
-    "gc.auto": "0",
-    "gc.autoPackLimit": "0",
-    "gc.autoDetach": "false",
-    "receive.autogc": "false",
-    "maintenance.auto": "false",
-    "fetch.writeCommitGraph": "false",
-    "core.logAllRefUpdates": "false",
-    # A pushed pack is kept as a pack, never exploded into loose objects (audit F7).
-    "transfer.unpackLimit": "1",
-    "receive.unpackLimit": "1",
-    "fetch.unpackLimit": "1",
-}
-
 #: A lock older than this was left by a process that died holding it (we hold ours for
 #: microseconds; git's pack-refs for milliseconds).
 _STALE_LOCK_S = 10.0
 _LOCK_WAIT_S = 5.0
 _ZERO = "0" * 40
-
-
-def git(path: Path | str, *args: str, input: str | None = None, check: bool = True) -> str:
-    """Run git in the repository directory ``path``; its stdout (CalledProcessError on failure)."""
-    done = subprocess.run(
-        ["git", "--git-dir", os.fspath(path), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=_git_env(),
-    )
-    if check and done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-    return done.stdout
-
-
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_CONFIG_NOSYSTEM"] = "1"
-    env.setdefault("HOME", "/nonexistent")
-    return env
-
-
-# ----------------------------------------------------------------------------- configuration
-
-
-def configure(path: Path | str) -> None:
-    """Turn git's automatic gc off in the repository's config (only what differs is written)."""
-    import pygit2
-
-    config = pygit2.Config(os.path.join(os.fspath(path), "config"))
-    for key, value in GIT_CONFIG.items():
-        try:
-            current = config[key]
-        except KeyError:
-            current = None
-        if current != value:
-            config[key] = value
 
 
 # ----------------------------------------------------------------------------- ref files
@@ -364,7 +310,7 @@ def rebuild(repository: Repository, *, changesets: bool = True, attempts: int = 
             input="".join(commands),
             capture_output=True,
             text=True,
-            env=_git_env(),
+            env=git_env(),
         )
         if done.returncode == 0:
             return len(commands)

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from repos.models import Changeset, Proposal, Repository
-from repos.services import refmirror, stores
+from repos.services import gitdir, refmirror, stores
 
 from .conftest import fsck, git
 
@@ -126,7 +126,7 @@ def test_recovery_rebuilds_a_lost_or_wrong_mirror_from_the_database(api):
 
 def test_every_repository_has_git_automatic_maintenance_off(api):
     git_dir = stores.repository_path("demo")
-    for key, value in refmirror.GIT_CONFIG.items():
+    for key, value in gitdir.GIT_CONFIG.items():
         assert git(git_dir, "config", "--get", key).stdout.strip() == value
     # An existing repository (made before this rule) gets the same config when first opened.
     git(git_dir, "config", "--unset", "gc.auto")
