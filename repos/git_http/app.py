@@ -31,10 +31,12 @@ from functools import cache
 from typing import NamedTuple
 from urllib.parse import parse_qs
 
+from django.db import connections, router
+
 from agentgit_site.observability import note
 
 from ..errors import ApiError, Forbidden, Invalid, NotFound, Unauthenticated
-from ..models import Credential, Repository
+from ..models import Credential, Repository, Stream
 from ..services.admission import BASIC_CHALLENGE, SCOPE_KEY, Admission
 from ..services.repositories import get_repository, streams_by_prefix
 from ..services.stores import repository_path
@@ -176,35 +178,41 @@ def advertisement(repository: Repository, service: str, version2: bool) -> bytes
     caps = _v0_capabilities(service)
     if service == "git-upload-pack":
         caps += f" symref=HEAD:refs/heads/{default}"
-        default_head = next((oid for name, oid in listing.streams if name == default), None)
-        if default_head:  # HEAD first, with the capabilities; then every stream
-            return head + pktline.pkt(f"{default_head} HEAD\0{caps}\n") + listing.packets + pktline.FLUSH
-    if not listing.streams:
+        if listing.default_head:  # HEAD first, with the capabilities; then every stream
+            return head + pktline.pkt(f"{listing.default_head} HEAD\0{caps}\n") + listing.packets + pktline.FLUSH
+    if listing.first is None:
         return head + pktline.pkt(f"{pktline.ZERO_ID} capabilities^{{}}\0{caps}\n") + pktline.FLUSH
-    name, oid = listing.streams[0]  # the first stream carries the capabilities, in place of its packet
+    name, oid = listing.first  # the first stream carries the capabilities, in place of its packet
     first = pktline.pkt(f"{oid} refs/heads/{name}\0{caps}\n")
     return head + first + listing.packets[len(_ref_packet(name, oid)) :] + pktline.FLUSH
 
 
 class Listing(NamedTuple):
-    """Every non-empty stream of a repository, by name, and the same as git's ref lines."""
+    """Every non-empty stream of a repository as git's ref lines, by name."""
 
     #: Which state of which repository (a primary key can come back after a rolled-back one).
     version: tuple[int, object]
-    streams: list[tuple[str, str]]
     #: ``<oid> refs/heads/<name>\n`` of each stream, framed: the body of a v0 advertisement
     #: and of an ``ls-refs`` for every stream.
     packets: bytes
+    #: The first stream by name, and the default stream's head (None: empty).
+    first: tuple[str, str] | None
+    default_head: str | None
 
 
 def _ref_packet(name: str, oid: str) -> bytes:
     return pktline.pkt(f"{oid} refs/heads/{name}\n")
 
 
-#: The last listing of the repositories most recently listed in full, by primary key.
+#: The last listing of the repositories most recently listed in full, by primary key, up to
+#: ``_LISTINGS_KEPT`` of them and ``_LISTINGS_BYTES`` in all (a million streams' listing is about
+#: 70 MB; the newest is kept whatever its size).
 _LISTINGS: OrderedDict[int, Listing] = OrderedDict()
 _LISTINGS_KEPT = 16
+_LISTINGS_BYTES = 256 << 20
 _LISTINGS_LOCK = threading.Lock()
+#: ``<oid> refs/heads/`` and the packet's length and newline around a name.
+_FRAMING = 4 + 40 + 1 + len("refs/heads/") + 1
 
 
 def every_stream(repository: Repository) -> Listing:
@@ -214,20 +222,41 @@ def every_stream(repository: Repository) -> Listing:
     each ask for it. Every change of a stream (a head moved, a stream created or deleted)
     appends an event in its transaction, which advances the repository's ``event_seq``; the
     repository row is read before the streams, so a listing is at least as new as the
-    ``event_seq`` it is kept under, and one kept under an older value is never served."""
+    ``event_seq`` it is kept under, and one kept under an older value is never served.
+
+    The rows are read with one cursor and framed as they come (a million streams: no model
+    instances, no list of them kept)."""
     with _LISTINGS_LOCK:
         kept = _LISTINGS.get(repository.pk)
     version = (repository.event_seq, repository.created)
     if kept is not None and kept.version == version:
         return kept
-    streams = streams_by_prefix(repository, None)
-    listing = Listing(version, streams, b"".join([_ref_packet(name, oid) for name, oid in streams]))
+    default = repository.default_stream
+    first: tuple[str, str] | None = None
+    default_head = None
+    parts: list[str] = []
+    with connections[router.db_for_read(Stream)].cursor() as cursor:
+        cursor.execute(_EVERY_STREAM, [repository.pk])
+        while rows := cursor.fetchmany(10_000):
+            if first is None:
+                first = rows[0]
+            parts += [f"{_FRAMING + len(name):04x}{head} refs/heads/{name}\n" for name, head in rows]
+            default_head = default_head or next((head for name, head in rows if name == default), None)
+    listing = Listing(version, "".join(parts).encode(), first, default_head)
     with _LISTINGS_LOCK:
         _LISTINGS[repository.pk] = listing
         _LISTINGS.move_to_end(repository.pk)
-        while len(_LISTINGS) > _LISTINGS_KEPT:
+        while len(_LISTINGS) > 1 and (
+            len(_LISTINGS) > _LISTINGS_KEPT or sum(len(kept.packets) for kept in _LISTINGS.values()) > _LISTINGS_BYTES
+        ):
             _LISTINGS.popitem(last=False)
     return listing
+
+
+#: Stream names are ASCII (repositories.check_stream_name), so a character is a byte in the framing.
+_EVERY_STREAM = (
+    f"SELECT name, head FROM {Stream._meta.db_table} WHERE repository_id = %s AND head IS NOT NULL ORDER BY name"
+)
 
 
 @cache
