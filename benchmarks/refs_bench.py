@@ -27,7 +27,10 @@ For each size N (``--streams 1000,100000,1000000``) one repository of a real emb
   own ``pack-refs --all`` of its copy beside the first;
 * the server's peak RSS during the push.
 
-Ratios are taken against the smallest size of the run (the goals compare with 1 000 streams)
+Ratios are taken against the smallest size of the run (the goals compare with 1 000 streams):
+the reads are measured sample by sample in turn with the same read of the smallest size's
+repository, in the same server at the same moment (this machine's noise is larger than the
+goals), the push and maintenance against the smallest size's run;
 and against git in the same run. Every size checks its invariants, never a time: every pushed
 and REST-created stream exists in the database, ``ls-remote --heads`` lists exactly the
 database's streams and heads, and at most 1 % of the refs are loose files after maintenance.
@@ -35,6 +38,7 @@ database's streams and heads, and at most 1 % of the refs are loose files after 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -63,7 +67,6 @@ PUSH_GIT_GOAL = 10.0
 READ_GROWTH_GOAL = 2.0
 LISTING_GIT_GOAL = 1.5
 LOOSE_SHARE_GOAL = 0.01
-REST_CREATED = 20
 ZERO = "0" * 40
 WEB_USER, WEB_PASSWORD = "refs-bench", "refs-bench-password-1"
 
@@ -77,6 +80,8 @@ class Figure:
     #: Milliseconds per ref, for the rows that do per-ref work (the push).
     per_ref: bool = False
     detail: str = ""
+    #: The same on the smallest size's repository, measured interleaved with ``ours``.
+    reference_ms: float | None = None
 
     def ours_per_ref_us(self) -> float:
         return self.ours_ms * 1000 / self.streams
@@ -92,17 +97,31 @@ class SizeRun:
     checks: dict[str, object] = field(default_factory=dict)
 
 
-def _median(samples: int, action: Callable[[], object]) -> float:
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        action()
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
-
-
 def _timed(action: Callable[[], object]) -> float:
-    return _median(1, action)
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1000
+
+
+def _interleaved(samples: int, actions: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """The median of each action, sample by sample in turn: what the machine does meanwhile
+    weighs on each alike."""
+    times: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(samples):
+        for name, action in actions.items():
+            times[name].append(_timed(action))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A filled repository and what its reads use: one stream of it, a repository holding its
+    commit (for ``git fetch``), git's own packed copy."""
+
+    repo: str
+    one: str
+    probe: Path
+    copy: Path
 
 
 def build_source(path: Path, streams: int) -> str:
@@ -171,6 +190,9 @@ class Bench:
         self.client_max = client_max
         self.progress = progress
         self.token = deployment.create_token("bench", rate=1_000_000, burst=1_000_000)
+        #: The smallest size's repository, read beside each larger one.
+        self.reference: Target | None = None
+        self.serial = iter(range(10**9))
         self.host = deployment.url.removeprefix("http://")
         deployment.manage(
             "shell",
@@ -243,47 +265,53 @@ class Bench:
             stock = _timed(lambda: _git(source, "push", "-q", self.url(stock_repo), "refs/heads/*:refs/heads/*"))
             run.figures.append(Figure("stock git push over HTTP, per ref (µs)", streams, stock, git_push, per_ref=True))
 
-        say("reads")
+        say("waiting for the server to finish what follows the push")
+        quiet_after = self._wait_quiet()
+        run.checks["server_busy_after_push_s"] = round(quiet_after, 1)
+        say("reads, each interleaved with the same on the smallest size's repository")
         probe = work / "probe.git"
         self._fill(probe, source)
-        url = self.url(repo)
-        lookup_ours = _median(self.samples, lambda: _git(probe, "fetch", "-q", url, f"refs/heads/{one}"))
-        lookup_git = _median(self.samples, lambda: _git(probe, "fetch", "-q", f"file://{copy}", f"refs/heads/{one}"))
-        run.figures.append(Figure("one ref as git fetch asks (ls-refs ref-prefix)", streams, lookup_ours, lookup_git))
-        listing_samples = max(3, self.samples // 2)
-        heads_out: list[bytes] = []
-        full_ours = _median(listing_samples, lambda: heads_out.append(_git(work, "ls-remote", "--heads", url).stdout))
-        full_git = _median(listing_samples, lambda: _git(work, "ls-remote", "--heads", f"file://{copy}"))
-        run.figures.append(Figure("full ls-remote --heads", streams, full_ours, full_git))
-        one_ours = _median(listing_samples, lambda: _git(work, "ls-remote", url, f"refs/heads/{one}"))
-        one_git = _median(listing_samples, lambda: _git(work, "ls-remote", f"file://{copy}", f"refs/heads/{one}"))
-        run.figures.append(
-            Figure("ls-remote of one ref (a full listing: git sends no prefix)", streams, one_ours, one_git)
-        )
-
+        here = Target(repo, one, probe, copy)
+        reference = self.reference or here
+        self.reference = reference
+        pushed_listing = _git(work, "ls-remote", "--heads", self.url(repo)).stdout  # before any landing
         with ApiClient(self.deployment.url, self.token) as api:
-            stream_read = _median(self.samples, lambda: api.stream(repo, one))
-            first_page = _median(self.samples, lambda: api.get_json(f"/repos/{repo}/streams"))
-            counter = iter(range(10**9))
-
-            def land() -> None:
-                n = next(counter)
-                operations = [{"op": "write", "path": f"landed/{n}.txt", "content": f"landing {n}\n"}]
-                api.request(
-                    "POST", f"/repos/{repo}/streams/main/land", json={"message": f"land {n}", "operations": operations}
-                )
-
-            land()  # the first landing on the pushed commit derives its data: not what is measured
-            landing = _median(self.samples, land)
-            created = iter(range(REST_CREATED))
-            rest_create = _median(REST_CREATED, lambda: api.create_stream(repo, f"rest/{next(created):04d}", head))
-        run.figures += [
-            Figure("read one stream (GET .../streams/{name})", streams, stream_read),
-            Figure("first page of GET .../streams", streams, first_page),
-            Figure("one-file land on main (POST .../streams/main/land)", streams, landing),
-            Figure("create one stream (POST .../streams)", streams, rest_create),
-            Figure("web UI repository page", streams, self._web_page(repo)),
-        ]
+            reads = {
+                "one ref as git fetch asks (ls-refs ref-prefix)": (
+                    lambda t: _git(t.probe, "fetch", "-q", self.url(t.repo), f"refs/heads/{t.one}"),
+                    lambda t: _git(t.probe, "fetch", "-q", f"file://{t.copy}", f"refs/heads/{t.one}"),
+                ),
+                "full ls-remote --heads": (
+                    lambda t: _git(work, "ls-remote", "--heads", self.url(t.repo)),
+                    lambda t: _git(work, "ls-remote", "--heads", f"file://{t.copy}"),
+                ),
+                "ls-remote of one ref (a full listing: git sends no prefix)": (
+                    lambda t: _git(work, "ls-remote", self.url(t.repo), f"refs/heads/{t.one}"),
+                    lambda t: _git(work, "ls-remote", f"file://{t.copy}", f"refs/heads/{t.one}"),
+                ),
+                "read one stream (GET .../streams/{name})": (lambda t: api.stream(t.repo, t.one), None),
+                "first page of GET .../streams": (lambda t: api.get_json(f"/repos/{t.repo}/streams"), None),
+                "one-file land on main (POST .../streams/main/land)": (lambda t: self._land(api, t.repo), None),
+                "create one stream (POST .../streams)": (
+                    lambda t: api.create_stream(t.repo, f"rest/{next(self.serial):06d}", head),
+                    None,
+                ),
+            }
+            with self._web(here.repo) as web_here, self._web(reference.repo) as web_reference:
+                pages = {here.repo: web_here, reference.repo: web_reference}
+                reads["web UI repository page"] = (lambda t: pages[t.repo](), None)
+                for target in {here.repo: here, reference.repo: reference}.values():
+                    self._land(api, target.repo)  # the first landing on the pushed commit derives its data
+                for figure, (ours, theirs) in reads.items():
+                    actions = {"ours": lambda o=ours: o(here)}
+                    if reference != here:
+                        actions["reference"] = lambda o=ours: o(reference)
+                    if theirs is not None:
+                        actions["git"] = lambda g=theirs: g(here)
+                    times = _interleaved(self.samples, actions)
+                    run.figures.append(
+                        Figure(figure, streams, times["ours"], times.get("git"), reference_ms=times.get("reference"))
+                    )
 
         say("maintenance")
         maintain, again = self._maintain(repo), self._maintain(repo)
@@ -298,8 +326,24 @@ class Bench:
         ]
 
         say("checking")
-        self._check(run, repo, names, head, heads_out[-1])
+        self._check(run, repo, names, head, pushed_listing)
         return run
+
+    def _wait_quiet(self, timeout_s: float = 3600) -> float:
+        """Wait until the server uses less than a tenth of a core over a second (after a push
+        it relays the new streams' events and derives the pushed changesets' data): the reads
+        measure the reads, not that. Seconds waited."""
+        server = self.deployment.server
+        assert server is not None, "the server is started before the benchmark waits for it"
+        started = time.monotonic()
+        used = server.cpu_seconds()
+        while time.monotonic() - started < timeout_s:
+            time.sleep(1)
+            now = server.cpu_seconds()
+            if now - used < 0.1:
+                break
+            used = now
+        return time.monotonic() - started
 
     def _maintain(self, repo: str) -> float:
         """One ``agentgit_maintain`` of ``repo``: the run's own time as it reports it (ms)."""
@@ -313,7 +357,14 @@ class Bench:
         _git(self.work, "init", "-q", "--bare", os.fspath(target))
         _git(target, "fetch", "-q", f"file://{source}", "refs/heads/main:refs/heads/main")
 
-    def _web_page(self, repo: str) -> float:
+    def _land(self, api: ApiClient, repo: str) -> None:
+        n = next(self.serial)
+        operations = [{"op": "write", "path": f"landed/{n}.txt", "content": f"landing {n}\n"}]
+        api.request("POST", f"/repos/{repo}/streams/main/land", json={"message": f"land {n}", "operations": operations})
+
+    @contextlib.contextmanager
+    def _web(self, repo: str):
+        """A logged-in session of the web UI; yields a function that loads the repository's page."""
         with httpx.Client(base_url=self.deployment.url, timeout=120) as web:
             form = web.get("/login").text
             token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
@@ -330,7 +381,7 @@ class Bench:
                 assert response.status_code == 200, f"the repository page: {response.status_code}"
 
             page()
-            return _median(self.samples, page)
+            yield page
 
     def _check(self, run: SizeRun, repo: str, names: list[str], head: str, listing: bytes) -> None:
         database = sqlite3.connect(self.deployment.data_dir / "agentgit.sqlite3")
@@ -343,12 +394,11 @@ class Bench:
         finally:
             database.close()
         in_database = dict(rows)
-        expected = set(names) | {f"rest/{n:04d}" for n in range(REST_CREATED)}
-        missing = expected - set(in_database)
+        missing = set(names) - set(in_database)
         assert not missing, f"{run.streams} streams: {len(missing)} not in the database, e.g. {sorted(missing)[:3]}"
         listed = _listed(listing)
         # The listing was taken before the landings and the REST creations: compare with what
-        # the database held then (main has moved since).
+        # was pushed (main has moved since).
         pushed = {name: head for name in names}
         assert listed == pushed, f"{run.streams} streams: ls-remote --heads differs from the pushed streams"
         listed_now = _listed(_git(self.work, "ls-remote", "--heads", self.url(repo)).stdout)
@@ -383,7 +433,11 @@ def run_refs_benchmark(
         with Deployment("embedded") as deployment:
             deployment.start_server(workers=1)
             bench = Bench(deployment, work, samples, client_max, progress)
-            return [bench.run(streams) for streams in sizes]
+            runs: list[SizeRun] = []
+            for streams in sizes:
+                runs.append(bench.run(streams))
+                progress(format_table(runs))  # a long run's sizes so far, should a later one fail
+            return runs
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -394,6 +448,13 @@ def _value(figure: Figure) -> float:
 
 def _git_value(figure: Figure) -> float | None:
     return figure.git_per_ref_us() if figure.per_ref else figure.git_ms
+
+
+def _vs_smallest(figure: Figure, first: Figure | None) -> float | None:
+    """Ours over the same on the smallest size: measured interleaved where it could be."""
+    if figure.reference_ms:
+        return round(figure.ours_ms / figure.reference_ms, 3)
+    return None if first is None else round(_value(figure) / _value(first), 3)
 
 
 def rows(runs: list[SizeRun]) -> list[dict]:
@@ -411,7 +472,7 @@ def rows(runs: list[SizeRun]) -> list[dict]:
                     "git": None if theirs is None else round(theirs, 3),
                     "unit": "µs per ref" if figure.per_ref else "ms",
                     "vs_git": None if not theirs else round(ours / theirs, 3),
-                    "vs_smallest": None if first is None else round(ours / _value(first), 3),
+                    "vs_smallest": _vs_smallest(figure, first),
                 }
             )
     return found

@@ -129,8 +129,8 @@ def create_stream(repository: Repository, name: str, start: str | None) -> Strea
     check_stream_name(name)
     head = resolve_rev(repository, start) if start else None
     # Streams are git branches: "a" and "a/b" cannot both exist (a file and a directory of refs/heads).
-    clash = Stream.objects.filter(repository=repository).filter(Q(name__in=_enclosing(name)) | _name_prefix(name + "/"))
-    taken = clash.values_list("name", flat=True).first()
+    above = Stream.objects.filter(repository=repository, name__in=_enclosing(name)).values_list("name", flat=True)
+    taken = above.first() or next(iter(_names_under(repository, [name])), None)
     if taken is not None:
         raise AlreadyExists(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
     try:
@@ -190,10 +190,7 @@ def _create_batch(
             "name", flat=True
         )
     )
-    under = Q()
-    for name in names:
-        under |= _name_prefix(name + "/")
-    taken_below = list(Stream.objects.filter(repository=repository).filter(under).values_list("name", flat=True))
+    taken_below = _names_under(repository, names)
     rows: list[Stream] = []
     accepted: set[str] = set()
     directories: dict[str, str] = {}  # a name enclosing an accepted one -> that one
@@ -214,6 +211,38 @@ def _create_batch(
         Stream.objects.bulk_create(rows)
         append_events(repository, STREAM_CREATED, [{"stream": row.name, "head": row.head} for row in rows])
     return [row.name for row in rows]
+
+
+def _names_under(repository: Repository, names: list[str]) -> list[str]:
+    """For each of ``names`` that encloses an existing stream ("a" of "a/b"), one such stream.
+
+    One statement per ``_PROBES`` names, each name its own probe of the ``(repository, name)``
+    index (``LIMIT 1`` over the range of names after ``name/``): an OR of the ranges in one
+    WHERE was a scan of every stream of the repository on SQLite, per batch."""
+    if connection.vendor == "postgresql":
+        at_least, below = "~>=~", "~<~"  # byte order, as varchar_pattern_ops indexes it (0003)
+    else:
+        at_least, below = ">=", "<"  # SQLite's BINARY collation: byte order
+    probe = (
+        f"SELECT * FROM (SELECT name FROM {Stream._meta.db_table} WHERE repository_id = %s "
+        f"AND name {at_least} %s AND name {below} %s ORDER BY name LIMIT 1) AS probe{{n}}"
+    )
+    found: list[str] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(names), _PROBES):
+            chunk = names[start : start + _PROBES]
+            # Stream names are ASCII below 0x7f (check_stream_name): "name/" to "name/\x7f" is
+            # every name under it.
+            cursor.execute(
+                " UNION ALL ".join(probe.format(n=n) for n in range(len(chunk))),
+                [value for name in chunk for value in (repository.pk, name + "/", name + "/\x7f")],
+            )
+            found += [name for (name,) in cursor.fetchall()]
+    return found
+
+
+#: Probes per statement: SQLite takes at most 500 terms in a compound SELECT.
+_PROBES = 250
 
 
 def _enclosing(name: str) -> list[str]:
