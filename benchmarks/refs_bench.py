@@ -49,6 +49,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -276,7 +277,7 @@ class Bench:
         self.reference = reference
         pushed_listing = _git(work, "ls-remote", "--heads", self.url(repo)).stdout  # before any landing
         with ApiClient(self.deployment.url, self.token) as api:
-            reads = {
+            reads: dict[str, tuple[Callable[[Target], object], Callable[[Target], object] | None]] = {
                 "one ref as git fetch asks (ls-refs ref-prefix)": (
                     lambda t: _git(t.probe, "fetch", "-q", self.url(t.repo), f"refs/heads/{t.one}"),
                     lambda t: _git(t.probe, "fetch", "-q", f"file://{t.copy}", f"refs/heads/{t.one}"),
@@ -303,11 +304,11 @@ class Bench:
                 for target in {here.repo: here, reference.repo: reference}.values():
                     self._land(api, target.repo)  # the first landing on the pushed commit derives its data
                 for figure, (ours, theirs) in reads.items():
-                    actions = {"ours": lambda o=ours: o(here)}
+                    actions: dict[str, Callable[[], object]] = {"ours": partial(ours, here)}
                     if reference != here:
-                        actions["reference"] = lambda o=ours: o(reference)
+                        actions["reference"] = partial(ours, reference)
                     if theirs is not None:
-                        actions["git"] = lambda g=theirs: g(here)
+                        actions["git"] = partial(theirs, here)
                     times = _interleaved(self.samples, actions)
                     run.figures.append(
                         Figure(figure, streams, times["ours"], times.get("git"), reference_ms=times.get("reference"))

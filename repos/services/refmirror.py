@@ -240,7 +240,7 @@ def _pack_streams(repository: Repository, git_dir: Path, names: list[str]) -> No
         for start in range(0, len(names), _NAMES_PER_QUERY):
             chunk = names[start : start + _NAMES_PER_QUERY]
             rows = Stream.objects.filter(repository=repository, name__in=chunk, head__isnull=False)
-            heads.update(rows.order_by().values_list("name", "head"))
+            heads.update(_non_empty(rows.order_by().values_list("name", "head")))
         changed = {f"{HEADS}{name}".encode() for name in names}
         mine = sorted((f"{head} {HEADS}{name}\n".encode() for name, head in heads.items()), key=_refname)
         kept = [record for record in read_packed_refs(git_dir) if _refname(record) not in changed]
@@ -491,8 +491,13 @@ def _heads_of(repository: Repository, names: list[str]) -> dict[str, str]:
     for start in range(0, len(names), _NAMES_PER_QUERY):
         chunk = names[start : start + _NAMES_PER_QUERY]
         rows = Stream.objects.filter(repository=repository, name__in=chunk, head__isnull=False).order_by()
-        heads.update(rows.values_list("name", "head"))
+        heads.update(_non_empty(rows.values_list("name", "head")))
     return heads
+
+
+def _non_empty(rows: Iterable[tuple[str, str | None]]) -> Iterable[tuple[str, str]]:
+    """``(name, head)`` rows of streams with a head (the queries ask for those only)."""
+    return ((name, head) for name, head in rows if head is not None)
 
 
 def _refs_on_disk(git_dir: Path, names: list[str]) -> list[str | None]:
