@@ -9,7 +9,8 @@
    ``objects/pack`` (kept as a pack, never exploded into loose objects: audit F7), fsynced.
 3. Every command goes through the services, which own the refs (git never updates one):
    ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
-   (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
+   (scope ``write``; a push's new streams together, 500 a transaction:
+   ``repositories.create_streams``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
    proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
    recorded as changesets first (``content.record_commits``), so no ref ever names a commit
    without its row.

@@ -21,6 +21,11 @@ subprocess (docs/adr/0010); the removal of protection refs that a landing does n
 changeset reached through another one) is left to :func:`rebuild`, which maintenance and
 recovery run: a surplus protection ref costs nothing but a line in ``for-each-ref``.
 
+Many new streams at once (a push of many branches) are written into ``packed-refs`` in one
+rewrite, under git's lock of that file, rather than a loose file each; a landing writes its one
+loose ref, and maintenance packs the loose ones once they are a share of the refs worth a
+rewrite. :func:`rebuild` follows the events since the last rebuild, so it costs what changed.
+
 Stream refs are written after the landing commits, from the database, under the ref's lock:
 whoever writes last read the database last, so the mirror never goes back in time. Between a
 commit and its mirror write (microseconds; longer only if the process dies there) new objects
