@@ -9,7 +9,8 @@
    ``objects/pack`` (kept as a pack, never exploded into loose objects: audit F7), fsynced.
 3. Every command goes through the services, which own the refs (git never updates one):
    ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
-   (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
+   (scope ``write``; a push's new streams together, 500 a transaction:
+   ``repositories.create_streams``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
    proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
    recorded as changesets first (``content.record_commits``), so no ref ever names a commit
    without its row. A credential held to some streams has a ref of any other refused before
@@ -46,11 +47,11 @@ from engine.trees import diff_trees
 
 from ..errors import ApiError, Forbidden, Invalid, PolicyDenied, from_engine
 from ..models import Credential, Repository, Stream
-from ..services import content, derived, integration, proposals, refmirror, repositories
+from ..services import content, derived, integration, policies, proposals, refmirror, repositories
 from ..services.credentials import require_paths, require_stream
 from ..services.stores import repository_path, store_for
 from . import pktline
-from .app import ZERO_ID, GitProcess, git_env, in_thread
+from .processes import GitProcess, git_env, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class Command:
 
     @property
     def deletes(self) -> bool:
-        return self.new == ZERO_ID
+        return self.new == pktline.ZERO_ID
 
 
 async def receive_pack(credential: Credential, repository: Repository, body: AsyncIterator[bytes], send) -> None:
@@ -284,8 +285,9 @@ def apply_commands(
     if atomic:
         return _apply_all_or_none(credential, repository, commands), new
     messages: list[str] = []
+    creations = _new_streams(credential, repository, commands)
     for command in commands:
-        if command.refusal is not None:
+        if command.refusal is not None or command.ref in creations:
             continue
         try:
             messages += _apply(credential, repository, command)
@@ -294,7 +296,47 @@ def apply_commands(
             command.refusal = "refused by the repository's policy; see the remote: lines"
         except _REFUSALS as error:
             command.refusal = _reason(error)
+    if creations:
+        messages += _create_streams(repository, creations)
     return messages, new
+
+
+#: Up to this many streams created by one push are named one a line in its answer; more are
+#: counted in one line (a push of a million branches would print a million otherwise).
+NAMED_CREATIONS = 20
+
+
+def _new_streams(credential: Credential, repository: Repository, commands: list[Command]) -> dict[str, Command]:
+    """The commands that create a stream that does not exist yet, by ref: created together
+    (repositories.create_streams: a few statements per 500 streams, not a few per stream)."""
+    if not credential.has_scope("write"):
+        return {}  # each is refused on its own, with the reason
+    # A stream the policy guards is judged as it is created, one by one (repositories.create_stream).
+    policy = policies.policy_of(repository)
+    wanted: dict[str, Command] = {}
+    for command in commands:
+        if command.refusal is None and command.ref.startswith(HEADS) and command.old == pktline.ZERO_ID:
+            name = command.ref.removeprefix(HEADS)
+            guarded = policy is not None and bool(policy.rules_for(name))
+            if not command.deletes and repositories.is_stream_name(name) and not guarded:
+                wanted[name] = command
+    names = list(wanted)
+    for start in range(0, len(names), repositories.CREATE_BATCH):
+        chunk = names[start : start + repositories.CREATE_BATCH]
+        for taken in Stream.objects.filter(repository=repository, name__in=chunk).values_list("name", flat=True):
+            del wanted[taken]  # an existing (empty) stream: pushing to it is a fast-forward
+    return {HEADS + name: command for name, command in wanted.items()}
+
+
+def _create_streams(repository: Repository, creations: dict[str, Command]) -> list[str]:
+    created, refused = repositories.create_streams(
+        repository, [(ref.removeprefix(HEADS), command.new) for ref, command in creations.items()]
+    )
+    for name, reason in refused.items():
+        creations[HEADS + name].refusal = reason
+    if len(created) <= NAMED_CREATIONS:
+        return [f"created stream {name} at {creations[HEADS + name].new}" for name in created]
+    return [f"created {len(created)} streams, {created[0]} to {created[-1]}"]
 
 
 #: What a command's service call raises when it refuses it (anything else is a server error).
@@ -431,11 +473,11 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
         return [f"deleted stream {name}"]
     _need(credential, "write", "pushing to a stream")
     if stream is None:
-        if command.old != ZERO_ID:
+        if command.old != pktline.ZERO_ID:
             raise Invalid(f"stale: there is no stream {name} now; fetch and push again")
         repositories.create_stream(repository, name, command.new, credential)
         return [f"created stream {name} at {command.new}"]
-    expected = None if command.old == ZERO_ID else command.old
+    expected = None if command.old == pktline.ZERO_ID else command.old
     outcome = integration.push_fast_forward(stream, expected, command.new, credential, derive=False)
     return [f"{name} fast-forwarded to {outcome['stream_head']}"]
 
