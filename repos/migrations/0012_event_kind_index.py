@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('repos', '0010_policies_reviews_scoped_credentials'),
+        ('repos', '0011_checks_webhooks'),
     ]
 
     operations = [
