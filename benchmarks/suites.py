@@ -34,6 +34,7 @@ from . import (
     load,
     load_report,
     policy_bench,
+    refs_bench,
     relay_transports,
     report,
     resolution_bench,
@@ -302,6 +303,37 @@ def _git_run(options: dict[str, Any], log: Log) -> Results:
 # ------------------------------------------------------------------------------ landing
 
 
+def _refs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--streams",
+        type=numbers(2, "streams"),
+        default=list(refs_bench.DEFAULT_SIZES),
+        help="streams of each repository, comma-separated; ratios are against the first (default: %(default)s)",
+    )
+    parser.add_argument("--samples", type=positive, default=refs_bench.DEFAULT_SAMPLES)
+    parser.add_argument(
+        "--client-max",
+        type=int,
+        default=refs_bench.DEFAULT_CLIENT_MAX,
+        help="up to this many streams, stock git push over HTTP is timed too (its client is quadratic)",
+    )
+
+
+def _refs_run(options: dict[str, Any], log: Log) -> Results:
+    def progress(step: str) -> None:
+        log(f"{step}\n")
+
+    try:
+        runs = refs_bench.run_refs_benchmark(
+            options["streams"], options["samples"], options["client_max"], progress=progress
+        )
+    except AssertionError as error:
+        raise BenchmarkFailed(str(error)) from None
+    table = refs_bench.format_table(runs)
+    data = {"runs": [{"streams": run.streams, "checks": run.checks} for run in runs], "rows": refs_bench.rows(runs)}
+    return Results(table, data, table)
+
+
 def _landing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--landings", type=positive, default=50, help="landings per way (default: %(default)s)")
     parser.add_argument("--size", type=positive, default=1024, help="bytes per file (default: %(default)s)")
@@ -548,6 +580,13 @@ SUITES: dict[str, Suite] = {
             "stock git through the server (clone, fetch, ls-refs, push) beside git on the repository directory",
             _git_arguments,
             _git_run,
+        ),
+        Suite(
+            "refs",
+            "many streams in one repository: one push of N branches, the listings, reads, landings and "
+            "maintenance at each size, beside git's own (issue 25)",
+            _refs_arguments,
+            _refs_run,
         ),
         Suite(
             "landing",

@@ -171,7 +171,9 @@ def _path_regex(pattern: str, *, negation: bool = True) -> tuple[str, bool, str 
         return None
     try:
         regex, included = GitIgnoreSpecPattern.pattern_to_regex(pattern)
-    except GitIgnorePatternError:  # e.g. a trailing backslash, escaping nothing
+        if regex is not None:
+            re.compile(regex)  # a range such as [z-a] only fails here
+    except (GitIgnorePatternError, re.error):  # e.g. a trailing backslash, escaping nothing
         return None
     if regex is None or included is None:
         return None

@@ -37,7 +37,7 @@ from .models import (
 )
 from .services import webhooks
 from .services.access import grant_access, revoke_access
-from .services.credentials import create_credential, revoke_credential
+from .services.credentials import check_reach, create_credential, revoke_credential
 from .services.events import KINDS
 from .services.policies import set_policy
 from .services.repositories import check_repository_name, create_repository
@@ -62,18 +62,34 @@ def _become(obj: models.Model, saved: models.Model) -> None:
 # Credentials ---------------------------------------------------------------------------------
 
 
+#: The lists a credential is held to (its reach), one entry per line in the form.
+REACH_FIELDS = ("repositories", "streams", "paths")
+
+
+def _reach_field(help_text: str) -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=f"{help_text} One per line; empty: no limit.",
+    )
+
+
 class CredentialForm(forms.ModelForm):
-    """Scopes as checkboxes; rate and burst checked as the service checks them."""
+    """Scopes as checkboxes; rate and burst checked as the service checks them; the reach as
+    lines of text, checked by the service (``check_reach``) as every other way of making one."""
 
     scopes = forms.MultipleChoiceField(
         choices=[(scope, scope) for scope in Credential.SCOPES],
         widget=forms.CheckboxSelectMultiple,
         help_text="admin implies every other scope.",
     )
+    repositories = _reach_field("Repository names it reaches (any other is 404 to it).")
+    streams = _reach_field("Stream patterns it may update, e.g. agent/*.")
+    paths = _reach_field("gitignore-style path patterns its changes may touch, e.g. src/**.")
 
     class Meta:
         model = Credential
-        fields = ["user", "name", "scopes", "rate", "burst"]
+        fields = ["user", "name", "scopes", "rate", "burst", *REACH_FIELDS]
         help_texts = {
             "rate": "Requests per second; empty = the default.",
             "burst": "Token bucket size; empty = the default.",
@@ -94,6 +110,19 @@ class CredentialForm(forms.ModelForm):
         if burst is not None and burst < 1:
             raise ValidationError("The burst must be at least 1.")
         return burst
+
+    def clean(self) -> dict:
+        super().clean()
+        data = self.cleaned_data
+        lists = {
+            name: [line.strip() for line in data.get(name, "").splitlines() if line.strip()] for name in REACH_FIELDS
+        }
+        try:
+            data.update(check_reach(**lists)._asdict())
+        except Invalid as refused:
+            for detail in refused.details:
+                self.add_error(detail["field"].split(".")[0], detail["message"])
+        return data
 
 
 class CredentialStatusFilter(admin.SimpleListFilter):
@@ -117,7 +146,7 @@ class CredentialAdmin(admin.ModelAdmin):
     the service (the action). A credential is never edited: its page is read-only."""
 
     form = CredentialForm
-    list_display = ["user", "name", "token_prefix", "scope_list", "created", "last_used", "revoked"]
+    list_display = ["user", "name", "token_prefix", "scope_list", "reach", "created", "last_used", "revoked"]
     list_filter = [CredentialStatusFilter]
     list_select_related = ["user"]
     search_fields = ["user__username", "name", "token_prefix"]
@@ -127,10 +156,26 @@ class CredentialAdmin(admin.ModelAdmin):
     def scope_list(self, obj: Credential) -> str:
         return ", ".join(obj.scopes) if isinstance(obj.scopes, list) else str(obj.scopes)
 
+    @admin.display(description="held to")
+    def reach(self, obj: Credential) -> str:
+        held = [f"{name}: {', '.join(getattr(obj, name))}" for name in REACH_FIELDS if getattr(obj, name)]
+        return "; ".join(held) or "everything"
+
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["user", "name", "scopes", "rate", "burst"]
-        return ["user", "name", "token_prefix", "scope_list", "rate", "burst", "created", "last_used", "revoked"]
+            return ["user", "name", "scopes", "rate", "burst", *REACH_FIELDS]
+        return [
+            "user",
+            "name",
+            "token_prefix",
+            "scope_list",
+            "reach",
+            "rate",
+            "burst",
+            "created",
+            "last_used",
+            "revoked",
+        ]
 
     def get_readonly_fields(self, request, obj=None):
         # The hash is not a form field at all (editable=False); an existing credential is shown,
@@ -143,7 +188,12 @@ class CredentialAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Credential, form: CredentialForm, change: bool) -> None:
         data = form.cleaned_data
         credential, token = create_credential(
-            data["user"], data["scopes"], name=data["name"], rate=data["rate"], burst=data["burst"]
+            data["user"],
+            data["scopes"],
+            name=data["name"],
+            rate=data["rate"],
+            burst=data["burst"],
+            **{name: data[name] for name in REACH_FIELDS},
         )
         _become(obj, credential)
         # The one time the token exists outside the client: the message is rendered on the

@@ -307,6 +307,9 @@ class Event(models.Model):
     class Meta:
         ordering = ["repository_id", "seq"]
         constraints = [models.UniqueConstraint(fields=["repository", "seq"], name="event_seq_unique_per_repository")]
+        # The newest events of some kinds (the repository page's recent integrations) without
+        # walking back through every other event: a push of a million streams writes a million.
+        indexes = [models.Index(fields=["repository", "kind", "seq"], name="event_kind_seq")]
 
     def __str__(self) -> str:
         return f"{self.repository.name}#{self.seq} {self.kind}"

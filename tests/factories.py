@@ -39,10 +39,15 @@ class CredentialFactory(DjangoModelFactory):
     scopes = factory.LazyFunction(lambda: ["read", "write", "integrate"])
     rate = None
     burst = None
+    repositories = None
+    streams = None
+    paths = None
 
     @classmethod
-    def _create(cls, model_class, *args, user, scopes, name, rate, burst, **extra):
-        credential, token = create_credential(user, scopes, name=name, rate=rate, burst=burst)
+    def _create(cls, model_class, *args, user, scopes, name, rate, burst, repositories, streams, paths, **extra):
+        credential, token = create_credential(
+            user, scopes, name=name, rate=rate, burst=burst, repositories=repositories, streams=streams, paths=paths
+        )
         if extra:
             for field, value in extra.items():
                 setattr(credential, field, value)

@@ -18,13 +18,17 @@ from rest_framework.request import Request
 from rest_framework.test import APIRequestFactory
 
 from repos.api.authentication import BearerTokenAuthentication, TokenBasicAuthentication
-from repos.errors import Forbidden, Invalid, Unauthenticated
+from repos.errors import Forbidden, Invalid, NotFound, Unauthenticated
 from repos.models import Changeset, Credential, Event, Operation, Proposal, Repository, Stream
+from repos.services import credentials as credentials_service
 from repos.services.credentials import (
     authenticate_token,
     create_credential,
     hash_token,
+    require_paths,
+    require_repository,
     require_scope,
+    require_stream,
     revoke_credential,
 )
 from tests.factories import CredentialFactory, UserFactory
@@ -324,6 +328,97 @@ def test_revoke_and_list_commands():
     assert keep.token not in listing
 
 
+@pytest.mark.django_db
+def test_create_command_holds_the_credential_to_repositories_streams_and_paths():
+    out = run(
+        "create", "--user", "robot", "--scopes", "read,write", "--repos", "a, b",
+        "--streams", "agent/*", "--paths", "src/**,!src/gen/**",
+    )  # fmt: skip
+
+    credential = authenticate_token(out.splitlines()[-1])
+    assert (credential.repositories, credential.streams, credential.paths) == (
+        ["a", "b"],
+        ["agent/*"],
+        ["src/**", "!src/gen/**"],
+    )
+    assert "Held to the repositories a, b." in out and "Held to the paths src/**, !src/gen/**." in out
+    listing = run("list")
+    assert "REPOS" in listing.splitlines()[0]
+    row = next(line for line in listing.splitlines() if credential.token_prefix in line)
+    assert "a,b" in row and "agent/*" in row and "src/**,!src/gen/**" in row
+    unscoped = CredentialFactory()
+    row = next(line for line in run("list").splitlines() if unscoped.token_prefix in line)
+    assert re.search(r"integrate\s+\*\s+\*\s+\*\s", row)  # held to nothing: everything
+
+
+@pytest.mark.django_db
+def test_create_command_refuses_a_bad_reach_naming_each_entry_and_creates_nothing():
+    with pytest.raises(CommandError) as refused:
+        run("create", "--user", "robot", "--scopes", "read", "--repos", "ok,../up", "--paths", "#comment")
+
+    assert "repositories.1" in str(refused.value) and "paths.0" in str(refused.value)
+    assert not get_user_model().objects.filter(username="robot").exists()
+
+
+# Reach ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_empty_reach_is_no_limit():
+    credential = CredentialFactory()
+
+    require_repository(credential, "any")
+    require_stream(credential, "any/stream")
+    require_paths(credential, ["any/path"])
+    assert (credential.repositories, credential.streams, credential.paths) == ([], [], [])
+
+
+@pytest.mark.django_db
+def test_the_reach_is_checked_and_stored_as_given():
+    credential = CredentialFactory(repositories=["a", "b", "a"], streams=["agent/*"], paths=["src/"])
+
+    stored = Credential.objects.get(pk=credential.pk)
+    assert (stored.repositories, stored.streams, stored.paths) == (["a", "b"], ["agent/*"], ["src/"])
+    with pytest.raises(Invalid) as refused:
+        create_credential(UserFactory(), ["read"], repositories="a", streams=["ok", ""], paths=[3])
+    assert [detail["field"] for detail in refused.value.details] == ["repositories", "streams.1", "paths"]
+
+
+@pytest.mark.django_db
+def test_a_repository_out_of_reach_is_not_found_with_the_message_of_a_missing_one():
+    credential = CredentialFactory(repositories=["a"])
+
+    require_repository(credential, "a")
+    with pytest.raises(NotFound, match="^no repository named 'b'$"):
+        require_repository(credential, "b")
+
+
+@pytest.mark.django_db
+def test_streams_and_paths_out_of_reach_are_forbidden_naming_them():
+    credential = CredentialFactory(streams=["agent/*", "release/**"], paths=["src/**", "!src/vendor/**", "*.md"])
+
+    require_stream(credential, "agent/one")
+    require_stream(credential, "release/1/2")
+    with pytest.raises(Forbidden, match="'agent': its streams are agent/\\*, release/\\*\\*"):
+        require_stream(credential, "agent")
+    require_paths(credential, ["src/a.py", "docs/README.md"])
+    with pytest.raises(Forbidden) as refused:
+        require_paths(credential, ["src/vendor/x", "src/ok", "bin/run"])
+    assert [detail["path"] for detail in refused.value.details] == ["bin/run", "src/vendor/x"]
+    assert "bin/run, src/vendor/x" in refused.value.message
+
+
+@pytest.mark.django_db
+def test_the_patterns_are_compiled_once_per_list_not_per_request():
+    credentials_service._path_patterns.cache_clear()
+    first, second = CredentialFactory(paths=["src/**"]), CredentialFactory(paths=["src/**"])
+
+    for credential in (first, second, authenticate_token(first.token)):
+        require_paths(credential, ["src/a"])
+
+    assert credentials_service._path_patterns.cache_info().misses == 1
+
+
 # make serve ----------------------------------------------------------------------------------
 
 
@@ -397,6 +492,32 @@ def test_admin_add_creates_a_credential_and_shows_its_token_once(admin_client):
     assert again.status_code == 200
     assert tokens[0] not in again.content.decode()
     assert tokens[0] not in database_text()
+
+
+def test_admin_add_holds_the_credential_to_its_reach_and_lists_it(admin_client):
+    owner = UserFactory(username="agent-8")
+    form = {"user": owner.pk, "name": "held", "scopes": ["read"], "rate": "", "burst": ""}
+
+    refused = admin_client.post(
+        "/admin/repos/credential/add/", {**form, "repositories": "ok\n../up", "streams": "", "paths": "#x"}
+    )
+    response = admin_client.post(
+        "/admin/repos/credential/add/",
+        {**form, "repositories": "a\n b \n", "streams": "agent/*", "paths": "src/**\n!src/gen/**"},
+        follow=True,
+    )
+
+    assert refused.status_code == 200 and "does not end in" in refused.content.decode()
+    assert "not a gitignore-style path pattern" in refused.content.decode()
+    token = TOKEN.findall(response.content.decode())[0]
+    credential = authenticate_token(token)
+    assert (credential.repositories, credential.streams, credential.paths) == (
+        ["a", "b"],
+        ["agent/*"],
+        ["src/**", "!src/gen/**"],
+    )
+    listing = admin_client.get("/admin/repos/credential/").content.decode()
+    assert "repositories: a, b; streams: agent/*; paths: src/**, !src/gen/**" in listing
 
 
 def test_admin_add_form_has_scope_checkboxes_and_refuses_no_scope(admin_client):

@@ -47,6 +47,7 @@ from ..services.relay import KEEPALIVE_S, Filter, TooFarBehind, polled, relay, r
 from . import serializers as s
 from .base import ApiView, query_number, repository
 from .errors import answer_for
+from .permissions import admit
 
 logger = logging.getLogger("repos.api")
 
@@ -228,8 +229,9 @@ class EventsConsumer(AsyncWebsocketConsumer):
         if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
             raise Unauthenticated("this server reads no credentials on this path")
         try:
-            note(self.scope, credential=admission.admit("read"))
-            found = repository(self.scope["url_route"]["kwargs"]["repo"])
+            url_kwargs = self.scope["url_route"]["kwargs"]
+            note(self.scope, credential=admit(admission, "read", url_kwargs))  # as every view's
+            found = repository(url_kwargs["repo"])
             query = {key: values[0] for key, values in parse_qs(self.scope.get("query_string", b"").decode()).items()}
             after = resume_after(None, query.get("after"))
             check_resumable(found, after)

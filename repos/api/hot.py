@@ -10,8 +10,8 @@ request, negotiation and response (docs/adr/0013, "the hot-read lane").
 is plain: method GET, no query string, no body, a credential presented in a header, a host
 Django accepts, and a URL that Django resolves to a view with a ``read`` (:class:`.base.ApiView`).
 It then does what the view would, with the same functions and in the same order: admits the
-request's Admission for the method's scope (repos.services.admission, with
-:func:`.permissions.required_scope`), calls the view's ``read`` with the URL's arguments, and
+request's Admission for the method's scope and the URL's repository (:func:`.permissions.admit`,
+with :func:`.permissions.required_scope`), calls the view's ``read`` with the URL's arguments, and
 renders the data with DRF's JSON renderer under the headers Django's middleware would add.
 
 Every other case — any refusal or error (401, 403, 404, 429, a database error), a query, a
@@ -40,7 +40,7 @@ from agentgit_site.observability import note
 from repos.services.admission import SCOPE_KEY, Admission
 from repos.web.security import POLICY
 
-from .permissions import required_scope
+from .permissions import admit, required_scope
 
 _PREFIX = "/api/v1/repos/"
 _RENDERER = JSONRenderer()
@@ -180,7 +180,7 @@ def _answer(scope: dict, target: _Target) -> bytes | None:
     try:
         admission: Admission = scope[SCOPE_KEY]
         try:
-            credential = admission.admit(target.scope)  # as the view's permission check does
+            credential = admit(admission, target.scope, target.kwargs)  # as the view's permission check does
             data = target.read(**target.kwargs)
         except Exception:  # an API error or anything else: Django answers it, from its one table
             return None

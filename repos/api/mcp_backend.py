@@ -33,9 +33,9 @@ from agentgit.types import (
 )
 
 from ..errors import Invalid, Unavailable, api_error
-from ..models import Credential, Operation
+from ..models import Credential, Operation, Repository
 from ..services import content, integration, landing, policies, proposals, reads
-from ..services.credentials import require_scope
+from ..services.credentials import require_proposal_stream, require_repository, require_scope
 from ..services.relay import Filter, TooFarBehind, relay
 from ..services.repositories import get_repository
 from .errors import error_from_dict
@@ -52,24 +52,29 @@ class ServiceBackend:
     def __init__(self, credential: Credential) -> None:
         self.credential = credential
 
+    def _repository(self, name: str) -> Repository:
+        """The repository, if the credential reaches it (else the 404 of one that does not exist)."""
+        require_repository(self.credential, name)
+        return get_repository(name)
+
     async def read_file(self, repo: str, rev: str, path: str) -> bytes:
-        return await self._run("read", lambda: reads.read_file(get_repository(repo), rev, path))
+        return await self._run("read", lambda: reads.read_file(self._repository(repo), rev, path))
 
     async def tree(self, repo: str, rev: str, path: str = "") -> list[TreeEntry]:
-        entries = await self._run("read", lambda: reads.tree(get_repository(repo), rev, path))
+        entries = await self._run("read", lambda: reads.tree(self._repository(repo), rev, path))
         return [TreeEntry.from_api(entry) for entry in entries]
 
     async def log(
         self, repo: str, rev: str | None = None, *, path: str | None = None, limit: int | None = None, cursor=None
     ) -> Page[LogEntry]:
-        doc = await self._run("read", lambda: reads.log(get_repository(repo), rev, path, limit=limit, cursor=cursor))
+        doc = await self._run("read", lambda: reads.log(self._repository(repo), rev, path, limit=limit, cursor=cursor))
         return Page([LogEntry.from_api(entry) for entry in doc["changesets"]], doc["next"], doc)
 
     async def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff:
-        return Diff.from_api(await self._run("read", lambda: reads.diff(get_repository(repo), from_rev, to_rev)))
+        return Diff.from_api(await self._run("read", lambda: reads.diff(self._repository(repo), from_rev, to_rev)))
 
     async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]:
-        lines = await self._run("read", lambda: reads.blame(get_repository(repo), rev, path))
+        lines = await self._run("read", lambda: reads.blame(self._repository(repo), rev, path))
         return [BlameLine.from_api(line) for line in lines]
 
     async def land(
@@ -79,7 +84,7 @@ class ServiceBackend:
 
     def _land(self, repo: str, stream: str, edits: list[Edit | dict], message: str, parent: Any) -> dict:
         require_scope(self.credential, "integrate")
-        repository = get_repository(repo)
+        repository = self._repository(repo)
         plan = _core.plan_change(edits)
         for index, source in plan.uploads:  # the tools' binary contents, decoded from base64
             if not isinstance(source, bytes):
@@ -100,7 +105,7 @@ class ServiceBackend:
     async def open_proposal(self, repo: str, stream: str, head: str, title: str = "") -> Proposal:
         def open_one() -> dict:
             made = proposals.open_proposal(
-                get_repository(repo), stream=stream, head=head, title=title, credential=self.credential
+                self._repository(repo), stream=stream, head=head, title=title, credential=self.credential
             )
             return ProposalSerializer(made).data
 
@@ -108,7 +113,8 @@ class ServiceBackend:
 
     async def integrate(self, repo: str, proposal_id: int, **_options: Any) -> Outcome:
         def integrate_one() -> dict:
-            proposal = proposals.get_proposal(get_repository(repo), proposal_id)
+            proposal = proposals.get_proposal(self._repository(repo), proposal_id)
+            require_proposal_stream(self.credential, proposal)
             return _outcome_of(integration.wait_for(integration.request_integration(proposal), INTEGRATE_WAIT_S))
 
         return Outcome.from_api(await self._run("integrate", integrate_one))
@@ -117,7 +123,7 @@ class ServiceBackend:
         """``POST .../reviews`` (scope ``review``): the credential's user reviews."""
 
         def review_one() -> dict:
-            proposal = proposals.get_proposal(get_repository(repo), proposal_id)
+            proposal = proposals.get_proposal(self._repository(repo), proposal_id)
             made = policies.add_review(proposal, verdict, body, user=self.credential.user, credential=self.credential)
             return ReviewSerializer(made).data
 
@@ -126,7 +132,9 @@ class ServiceBackend:
     async def explain(self, repo: str, proposal_id: int) -> Explanation:
         """``GET .../proposals/{id}/policy`` (scope ``read``)."""
         return Explanation.from_api(
-            await self._run("read", lambda: policies.explain(proposals.get_proposal(get_repository(repo), proposal_id)))
+            await self._run(
+                "read", lambda: policies.explain(proposals.get_proposal(self._repository(repo), proposal_id))
+            )
         )
 
     async def list_proposals(
@@ -135,7 +143,7 @@ class ServiceBackend:
         size = min(max(int(limit or 20), 1), 200)
 
         def page() -> dict:
-            found = proposals.list_proposals(get_repository(repo), state=state, stream=stream)
+            found = proposals.list_proposals(self._repository(repo), state=state, stream=stream)
             if cursor:
                 found = found.filter(id__lt=int(cursor))
             rows = list(found.select_related("author__user")[: size + 1])
@@ -158,7 +166,7 @@ class ServiceBackend:
         reconnect: bool = False,
     ) -> AsyncIterator[Event]:
         """The SSE feed's events (the same outbox, in order) until ``timeout_s``."""
-        repository = await self._run("read", lambda: get_repository(repo))
+        repository = await self._run("read", lambda: self._repository(repo))
         wants = Filter(kinds=frozenset(kinds or ()))
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else 20.0)
         subscription = await relay().subscribe(repository.pk, after or 0, wants)

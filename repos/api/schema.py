@@ -13,6 +13,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter
 
 from ..services import checks, repositories, webhooks
+from ..services.credentials import MAX_PATTERN_LENGTH
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
@@ -89,6 +90,21 @@ HTTP_URL: dict[str, Any] = {
     "maxLength": webhooks.URL_MAX_LENGTH,
     "pattern": webhooks.URL_PATTERN,
     "description": f"An http:// or https:// URL, at most {webhooks.URL_MAX_LENGTH} characters.",
+}
+
+#: A user name as Django's validator takes it, in ASCII.
+USER_NAME: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9_.@+-]{1,150}$",
+    "description": "1-150 letters, digits, '_', '.', '@', '+' or '-'.",
+}
+
+#: A stream or path pattern of a credential as engine.policy takes it (a path pattern must also
+#: be gitignore's: a comment, say, is refused with 400).
+REACH_PATTERN: dict[str, Any] = {
+    "type": "string",
+    "pattern": rf"^[^\x00\n]{{1,{MAX_PATTERN_LENGTH}}}$",
+    "description": f"A pattern of 1-{MAX_PATTERN_LENGTH} characters, without NUL or a line break.",
 }
 
 #: Standard base64 (RFC 4648, with padding), as Python's ``b64decode(validate=True)`` takes it.

@@ -5,6 +5,7 @@ them, and both are documented from them in the OpenAPI schema, so the two cannot
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 
@@ -15,6 +16,8 @@ from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, e
 from rest_framework import serializers
 
 from ..errors import ERRORS
+from ..models import Credential
+from ..services.credentials import MAX_PATTERNS
 from . import schema
 
 # --- answers -------------------------------------------------------------------------------
@@ -531,6 +534,71 @@ class Integrate(Body):
         help_text="Scope `admin` only: land whatever the policy says, for this reason (recorded in the "
         "decision and as a `policy.bypass` event).",
     )
+
+
+# --- credentials ----------------------------------------------------------------------------
+
+
+class Number(serializers.FloatField):
+    """A finite JSON number, and only a number (DRF would take the string "1.5", or true)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)) or not math.isfinite(data):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Integer(serializers.IntegerField):
+    """A JSON integer (``2.0`` is one, as JSON Schema says), and only a number."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)) or not float(data).is_integer():
+            self.fail("invalid")
+        return super().to_internal_value(int(data))
+
+
+class CredentialSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    user = serializers.CharField(source="user.username")
+    name = serializers.CharField(allow_blank=True)
+    token_prefix = serializers.CharField(help_text="The token's first characters (never the token).")
+    scopes = serializers.ListField(child=serializers.CharField())
+    repositories = serializers.ListField(child=serializers.CharField(), help_text="Empty: every repository.")
+    streams = serializers.ListField(child=serializers.CharField(), help_text="Empty: every stream.")
+    paths = serializers.ListField(child=serializers.CharField(), help_text="Empty: every path.")
+    rate = serializers.FloatField(allow_null=True, help_text="Requests per second; null: the default.")
+    burst = serializers.IntegerField(allow_null=True, help_text="Token bucket size; null: the default.")
+    created = serializers.DateTimeField()
+    last_used = serializers.DateTimeField(allow_null=True)
+    revoked = serializers.DateTimeField(allow_null=True)
+
+
+class CredentialCreatedSerializer(CredentialSerializer):
+    token = serializers.CharField(help_text="The token: shown in this answer only, never again.")
+
+
+class CredentialListSerializer(serializers.Serializer):
+    credentials = CredentialSerializer(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+def _reach_list(item: dict, what: str) -> serializers.ListField:
+    return serializers.ListField(
+        child=Patterned(item), required=False, max_length=MAX_PATTERNS, help_text=f"{what} Omitted or empty: no limit."
+    )
+
+
+class CredentialCreate(Body):
+    """A new credential for a user (created, without a password, if new)."""
+
+    user = Patterned(schema.USER_NAME, help_text="The user's name; a new name creates the user (no password).")
+    scopes = serializers.ListField(child=Choice(choices=list(Credential.SCOPES)), min_length=1)
+    name = Patterned(schema.TEXT, required=False, allow_blank=True, max_length=100, help_text="A label.")
+    repositories = _reach_list(schema.REPOSITORY_NAME, "The repositories it reaches (others are 404 to it).")
+    streams = _reach_list(schema.REACH_PATTERN, "Stream patterns (`agent/*`) it may update.")
+    paths = _reach_list(schema.REACH_PATTERN, "gitignore-style path patterns (`src/**`) its changes may touch.")
+    rate = Number(required=False, allow_null=True, min_value=0.001, max_value=1e6, help_text="Requests per second.")
+    burst = Integer(required=False, allow_null=True, min_value=1, max_value=1_000_000, help_text="Bucket size.")
 
 
 # --- shared schema helpers -----------------------------------------------------------------

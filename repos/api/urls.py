@@ -8,7 +8,16 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView
 from rest_framework.permissions import AllowAny
 
-from . import views, views_checks, views_content, views_history, views_landing, views_policies, views_proposals
+from . import (
+    views,
+    views_checks,
+    views_content,
+    views_credentials,
+    views_history,
+    views_landing,
+    views_policies,
+    views_proposals,
+)
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
 
@@ -77,6 +86,8 @@ urlpatterns = [
         views_checks.RedeliverView.as_view(),
         name="webhook-redeliver",
     ),
+    path("credentials", views_credentials.CredentialsView.as_view(), name="credentials"),
+    path("credentials/<str:credential_id>", views_credentials.CredentialView.as_view(), name="credential"),
     path("schema", SpectacularAPIView.as_view(**PUBLIC), name="schema"),
     # Redoc from drf-spectacular-sidecar's static files (WhiteNoise), never from a CDN.
     path(

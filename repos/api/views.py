@@ -11,8 +11,10 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
+from ..errors import Forbidden
 from ..models import Operation
 from ..services import integration, policies, proposals, repositories
+from ..services.credentials import require_proposal_stream, require_stream
 from . import serializers as s
 from .base import PAGE_PARAMETERS, ApiView, page, query_number, repository, validated
 from .errors import error_from_dict
@@ -57,8 +59,9 @@ class ReposView(ApiView):
         responses={200: s.RepositoryListSerializer, **s.errors(400)},
     )
     def get(self, request):
-        """Repositories by name, a page at a time."""
-        repos, next_cursor = page(repositories.list_repositories(), request, "name")
+        """Repositories by name, a page at a time: those the credential reaches."""
+        reach = request.auth.repositories or None
+        repos, next_cursor = page(repositories.list_repositories(reach), request, "name")
         return Response({"repos": [s.represent(s.RepositorySerializer, found) for found in repos], "next": next_cursor})
 
     @extend_schema(
@@ -68,8 +71,14 @@ class ReposView(ApiView):
     )
     def post(self, request):
         """Create a repository (scope ``admin``); its default stream ``main`` starts empty.
-        A name that is taken answers 409 ``already_exists``."""
-        created = repositories.create_repository(validated(s.RepositoryCreate, request)["name"])
+        A name that is taken answers 409 ``already_exists``; an admin held to some repositories
+        creates only those (403 ``forbidden`` for any other name)."""
+        name = validated(s.RepositoryCreate, request)["name"]
+        if request.auth.repositories and name not in request.auth.repositories:
+            raise Forbidden(
+                f"this credential is held to {', '.join(request.auth.repositories)}: it cannot create {name!r}"
+            )
+        created = repositories.create_repository(name)
         return Response(s.RepositorySerializer(created).data, status=201)
 
 
@@ -107,6 +116,7 @@ class StreamsView(ApiView):
         """Create a stream at the revision ``from`` (empty when omitted or null). A name that is
         taken answers 409 ``already_exists``; an unknown ``from`` 404."""
         body = validated(s.StreamCreate, request)
+        require_stream(request.auth, body["name"])
         stream = repositories.create_stream(repository(repo), body["name"], body.get("from"), request.auth)
         return Response(s.StreamSerializer(stream).data, status=201)
 
@@ -128,6 +138,7 @@ class StreamView(ApiView):
     def delete(self, request, repo, stream):
         """Delete a stream (scope ``admin``; the default stream is refused: 403) with its
         proposals; its changesets stay readable by id."""
+        require_stream(request.auth, stream)
         integration.delete_stream(repository(repo), stream, request.auth)
         return Response(status=204)
 
@@ -214,6 +225,7 @@ class IntegrateView(ApiView):
         wait = integrate_wait(request)
         found = repository(repo)
         proposal = proposals.get_proposal(found, proposal_id)
+        require_proposal_stream(request.auth, proposal)
         return idempotent(
             request,
             lambda: {"operation": integration.request_integration(proposal, bypass=bypass).pk},

@@ -21,28 +21,29 @@ import contextlib
 import logging
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from functools import cache
 from typing import NamedTuple
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import connections, router
 
 from agentgit_site.observability import note
 
 from ..errors import ApiError, Forbidden, Invalid, NotFound, Unauthenticated
-from ..models import Credential, Repository
+from ..models import Credential, Repository, Stream
 from ..services.admission import BASIC_CHALLENGE, SCOPE_KEY, Admission
+from ..services.credentials import require_repository
 from ..services.repositories import get_repository, streams_by_prefix
 from ..services.stores import repository_path
 from . import pktline
+from .processes import GitProcess, git_env, in_thread
+from .push import receive_pack
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,6 @@ PREFIX = "/git/"
 _ROUTE = re.compile(
     r"/git/(?P<repo>[A-Za-z0-9][A-Za-z0-9._-]{0,99}?)(?:\.git)?/(?P<rest>info/refs|git-upload-pack|git-receive-pack)\Z"
 )
-ZERO_ID = "0" * 40
 #: What upload-pack may serve: any object by id (the database, not the mirror, decides what is
 #: advertised, so a want may precede the mirror by a moment), partial clones.
 UPLOAD_PACK_CONFIG = ("-c", "uploadpack.allowAnySHA1InWant=true", "-c", "uploadpack.allowFilter=true")
@@ -66,23 +66,13 @@ class ClientGone(Exception):
 def admit(admission: Admission | None, repository_name: str, scopes: tuple[str, ...]) -> tuple[Credential, Repository]:
     """The credential the admission middleware read (Basic with the token as the password, what
     git sends, or Bearer), with one of ``scopes`` and its rate-limit token taken, and the
-    repository: the one place the git surface admits a request. Raises the API's errors."""
+    repository, if the credential reaches it (else the 404 of a repository that does not
+    exist): the one place the git surface admits a request. Raises the API's errors."""
     if admission is None:  # mounted without the middleware: refuse rather than serve unchecked
         raise Unauthenticated("this server reads no credentials on this path")
     credential = admission.admit(*scopes)
+    require_repository(credential, repository_name)
     return credential, get_repository(repository_name)
-
-
-async def in_thread(function: Callable, *args):
-    """Run database work in a worker thread, its connection given back afterwards."""
-
-    def run():
-        try:
-            return function(*args)
-        finally:
-            connections.close_all()
-
-    return await sync_to_async(run, thread_sensitive=False)(*())
 
 
 # ----------------------------------------------------------------------------- the ASGI app
@@ -136,8 +126,6 @@ class GitHttp:
             body = await in_thread(advertisement, repository, service, version2)
             await _respond(send, f"application/x-{service}-advertisement", body)
         elif pushing:
-            from .push import receive_pack
-
             await receive_pack(credential, repository, request_body(receive, headers), send)
         else:
             await upload_pack(repository, version2, request_body(receive, headers), send)
@@ -193,35 +181,41 @@ def advertisement(repository: Repository, service: str, version2: bool) -> bytes
     caps = _v0_capabilities(service)
     if service == "git-upload-pack":
         caps += f" symref=HEAD:refs/heads/{default}"
-        default_head = next((oid for name, oid in listing.streams if name == default), None)
-        if default_head:  # HEAD first, with the capabilities; then every stream
-            return head + pktline.pkt(f"{default_head} HEAD\0{caps}\n") + listing.packets + pktline.FLUSH
-    if not listing.streams:
-        return head + pktline.pkt(f"{ZERO_ID} capabilities^{{}}\0{caps}\n") + pktline.FLUSH
-    name, oid = listing.streams[0]  # the first stream carries the capabilities, in place of its packet
+        if listing.default_head:  # HEAD first, with the capabilities; then every stream
+            return head + pktline.pkt(f"{listing.default_head} HEAD\0{caps}\n") + listing.packets + pktline.FLUSH
+    if listing.first is None:
+        return head + pktline.pkt(f"{pktline.ZERO_ID} capabilities^{{}}\0{caps}\n") + pktline.FLUSH
+    name, oid = listing.first  # the first stream carries the capabilities, in place of its packet
     first = pktline.pkt(f"{oid} refs/heads/{name}\0{caps}\n")
     return head + first + listing.packets[len(_ref_packet(name, oid)) :] + pktline.FLUSH
 
 
 class Listing(NamedTuple):
-    """Every non-empty stream of a repository, by name, and the same as git's ref lines."""
+    """Every non-empty stream of a repository as git's ref lines, by name."""
 
     #: Which state of which repository (a primary key can come back after a rolled-back one).
     version: tuple[int, object]
-    streams: list[tuple[str, str]]
     #: ``<oid> refs/heads/<name>\n`` of each stream, framed: the body of a v0 advertisement
     #: and of an ``ls-refs`` for every stream.
     packets: bytes
+    #: The first stream by name, and the default stream's head (None: empty).
+    first: tuple[str, str] | None
+    default_head: str | None
 
 
 def _ref_packet(name: str, oid: str) -> bytes:
     return pktline.pkt(f"{oid} refs/heads/{name}\n")
 
 
-#: The last listing of the repositories most recently listed in full, by primary key.
+#: The last listing of the repositories most recently listed in full, by primary key, up to
+#: ``_LISTINGS_KEPT`` of them and ``_LISTINGS_BYTES`` in all (a million streams' listing is about
+#: 70 MB; the newest is kept whatever its size).
 _LISTINGS: OrderedDict[int, Listing] = OrderedDict()
 _LISTINGS_KEPT = 16
+_LISTINGS_BYTES = 256 << 20
 _LISTINGS_LOCK = threading.Lock()
+#: ``<oid> refs/heads/`` and the packet's length and newline around a name.
+_FRAMING = 4 + 40 + 1 + len("refs/heads/") + 1
 
 
 def every_stream(repository: Repository) -> Listing:
@@ -231,20 +225,41 @@ def every_stream(repository: Repository) -> Listing:
     each ask for it. Every change of a stream (a head moved, a stream created or deleted)
     appends an event in its transaction, which advances the repository's ``event_seq``; the
     repository row is read before the streams, so a listing is at least as new as the
-    ``event_seq`` it is kept under, and one kept under an older value is never served."""
+    ``event_seq`` it is kept under, and one kept under an older value is never served.
+
+    The rows are read with one cursor and framed as they come (a million streams: no model
+    instances, no list of them kept)."""
     with _LISTINGS_LOCK:
         kept = _LISTINGS.get(repository.pk)
     version = (repository.event_seq, repository.created)
     if kept is not None and kept.version == version:
         return kept
-    streams = streams_by_prefix(repository, None)
-    listing = Listing(version, streams, b"".join([_ref_packet(name, oid) for name, oid in streams]))
+    default = repository.default_stream
+    first: tuple[str, str] | None = None
+    default_head = None
+    parts: list[str] = []
+    with connections[router.db_for_read(Stream)].cursor() as cursor:
+        cursor.execute(_EVERY_STREAM, [repository.pk])
+        while rows := cursor.fetchmany(10_000):
+            if first is None:
+                first = rows[0]
+            parts += [f"{_FRAMING + len(name):04x}{head} refs/heads/{name}\n" for name, head in rows]
+            default_head = default_head or next((head for name, head in rows if name == default), None)
+    listing = Listing(version, "".join(parts).encode(), first, default_head)
     with _LISTINGS_LOCK:
         _LISTINGS[repository.pk] = listing
         _LISTINGS.move_to_end(repository.pk)
-        while len(_LISTINGS) > _LISTINGS_KEPT:
+        while len(_LISTINGS) > 1 and (
+            len(_LISTINGS) > _LISTINGS_KEPT or sum(len(kept.packets) for kept in _LISTINGS.values()) > _LISTINGS_BYTES
+        ):
             _LISTINGS.popitem(last=False)
     return listing
+
+
+#: Stream names are ASCII (repositories.check_stream_name), so a character is a byte in the framing.
+_EVERY_STREAM = (
+    f"SELECT name, head FROM {Stream._meta.db_table} WHERE repository_id = %s AND head IS NOT NULL ORDER BY name"
+)
 
 
 @cache
@@ -276,128 +291,6 @@ def _ask_git_empty_repository(command: str, env: dict[str, str]) -> bytes:
             env={**git_env(), **env},
         )
     return done.stdout
-
-
-class GitProcess:
-    """A git child process with asyncio streams for its standard input, output and error (what
-    ``asyncio.subprocess`` gives), started by :mod:`subprocess`.
-
-    The server runs on uvloop, whose subprocesses are started with ``fork()``: 25–35 ms from a
-    server process of a few hundred MB (its page tables are copied), with the event loop blocked
-    meanwhile, and a clone or a push starts up to three. :mod:`subprocess` uses ``vfork()``:
-    about 3 ms.
-
-    The child's standard streams are socket pairs, not pipes. A loop transport made on a pipe's
-    file object closes the descriptor twice under uvloop: libuv closes it, then uvloop closes the
-    file object (expecting EBADF). Between the two, another thread may have opened a file and
-    been given that number, and its file is what the second close closes (one clean-clone CI run
-    failed a blob upload that way: ``OSError: [Errno 9]`` in the object store's directory fsync).
-    uvloop detaches a socket object instead of closing it, and asyncio's own loop closes it once,
-    so every descriptor here is closed exactly once — when its transport is closed. A transport
-    left to the garbage collector is closed by uvloop without that care, so whoever starts a
-    process closes it (:meth:`close`; :meth:`communicate` does)."""
-
-    def __init__(
-        self,
-        popen: subprocess.Popen,
-        stdin: asyncio.StreamWriter,
-        stdout: asyncio.StreamReader | None,
-        stderr: asyncio.StreamReader,
-        transports: list[asyncio.BaseTransport],
-    ) -> None:
-        self._popen = popen
-        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
-        self._transports = transports
-
-    @classmethod
-    async def start(cls, argv: list[str], env: dict[str, str], *, stdout: int = subprocess.PIPE) -> GitProcess:
-        """``argv`` with its stdin and stderr connected, and stdout connected or ``subprocess.DEVNULL``."""
-        with contextlib.ExitStack() as ours:  # our ends, until a transport owns them
-            names = ("stdin", "stderr", "stdout") if stdout == subprocess.PIPE else ("stdin", "stderr")
-            pairs = {name: socket.socketpair() for name in names}
-            for mine, _theirs in pairs.values():
-                ours.callback(mine.close)
-            try:
-                popen = subprocess.Popen(
-                    argv,
-                    stdin=pairs["stdin"][1].fileno(),
-                    stdout=pairs["stdout"][1].fileno() if "stdout" in pairs else stdout,
-                    stderr=pairs["stderr"][1].fileno(),
-                    env=env,
-                )
-            finally:
-                for _mine, theirs in pairs.values():
-                    theirs.close()  # the child has its copies: its ends of the streams
-            loop = asyncio.get_running_loop()
-            transports: list[asyncio.BaseTransport] = []
-            try:
-                transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pairs["stdin"][0])
-                transports.append(transport)
-                writer = asyncio.StreamWriter(transport, protocol, None, loop)
-                errors = await _read_pipe(loop, pairs["stderr"][0], transports)
-                output = await _read_pipe(loop, pairs["stdout"][0], transports) if "stdout" in pairs else None
-            except BaseException:
-                for made in transports:
-                    made.close()
-                popen.kill()
-                popen.wait()
-                raise
-            ours.pop_all()  # each end is its transport's now
-        return cls(popen, writer, output, errors, transports)
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.poll()
-
-    async def wait(self) -> int:
-        if self._popen.poll() is None:
-            await asyncio.to_thread(self._popen.wait)
-        return self._popen.returncode
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self._popen.kill()
-
-    def close(self) -> None:
-        """Close the process's streams (what is unread is dropped); closing again does nothing."""
-        for transport in self._transports:
-            transport.close()
-
-    async def communicate(self, input: bytes = b"") -> tuple[bytes, bytes]:
-        """Write ``input`` and close stdin, read stdout (if a pipe) and stderr to their ends, wait."""
-
-        async def feed() -> None:
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                if input:
-                    self.stdin.write(input)
-                    await self.stdin.drain()
-            self.stdin.close()
-
-        stdout = self.stdout.read() if self.stdout is not None else asyncio.sleep(0, b"")
-        try:
-            _fed, out, err = await asyncio.gather(feed(), stdout, self.stderr.read())
-            await self.wait()
-        finally:
-            self.close()
-        return out, err
-
-
-async def _read_pipe(
-    loop: asyncio.AbstractEventLoop, end: socket.socket, transports: list[asyncio.BaseTransport]
-) -> asyncio.StreamReader:
-    reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
-    transport, _protocol = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), end)
-    transports.append(transport)
-    return reader
-
-
-def git_env(**extra: str) -> dict[str, str]:
-    """The environment of git processes: none of the server's own GIT_* variables or user config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"})
-    env.setdefault("HOME", "/nonexistent")
-    env.update(extra)
-    return env
 
 
 def ls_refs(repository: Repository, arguments: list[bytes]) -> bytes:

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+#: The object id that means "no object" in a ref update (a creation's old value, a deletion's new one).
+ZERO_ID = "0" * 40
 FLUSH = b"0000"
 DELIM = b"0001"
 #: The largest payload of one packet (65520 bytes in all, with the length).

@@ -9,10 +9,13 @@
    ``objects/pack`` (kept as a pack, never exploded into loose objects: audit F7), fsynced.
 3. Every command goes through the services, which own the refs (git never updates one):
    ``refs/heads/S`` fast-forwards stream S (``integration.push_fast_forward``), creates it
-   (scope ``write``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
+   (scope ``write``; a push's new streams together, 500 a transaction:
+   ``repositories.create_streams``) or deletes it (``admin``; never the default stream); ``refs/for/S`` opens a
    proposal for the pushed head and integrates it (scope ``integrate``). Pushed commits are
    recorded as changesets first (``content.record_commits``), so no ref ever names a commit
-   without its row.
+   without its row. A credential held to some streams has a ref of any other refused before
+   anything is recorded; one held to some paths has the whole push refused, the paths named,
+   when its commits change any other (:func:`refuse_paths`).
    With git's ``atomic`` capability (``git push --atomic``) every ``refs/heads/`` command applies
    in one transaction, or none does. Tags are refused: the server's refs are its streams.
 4. The answer is git's own report-status, with the outcomes as ``remote:`` lines (side band 2).
@@ -39,13 +42,16 @@ from django.conf import settings
 from django.db import transaction
 
 from engine.errors import EngineError
+from engine.graph import merge_bases
+from engine.trees import diff_trees
 
 from ..errors import ApiError, Forbidden, Invalid, PolicyDenied, from_engine
 from ..models import Credential, Repository, Stream
-from ..services import content, derived, integration, proposals, refmirror, repositories
-from ..services.stores import repository_path
+from ..services import content, derived, integration, policies, proposals, refmirror, repositories
+from ..services.credentials import require_paths, require_stream
+from ..services.stores import repository_path, store_for
 from . import pktline
-from .app import ZERO_ID, GitProcess, git_env, in_thread
+from .processes import GitProcess, git_env, in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ class Command:
 
     @property
     def deletes(self) -> bool:
-        return self.new == ZERO_ID
+        return self.new == pktline.ZERO_ID
 
 
 async def receive_pack(credential: Credential, repository: Repository, body: AsyncIterator[bytes], send) -> None:
@@ -261,9 +267,13 @@ def apply_commands(
     services; the lines to show the client, and the commits recorded. A refused command gets its
     ``refusal``; the others still apply, unless the push is ``atomic``: then all or none do."""
     for command in commands:
-        command.refusal = _refused_by_name(command.ref)
+        command.refusal = _refused_by_name(command.ref) or _refused_by_reach(credential, command.ref)
     if atomic and any(command.refusal for command in commands):
         return _refuse_all(commands), []
+    if credential.paths:
+        refused = refuse_paths(credential, repository, commands)
+        if refused:
+            return refused, []
     tips = sorted({command.new for command in commands if not command.deletes and command.refusal is None})
     new: list[str] = []
     if tips:
@@ -275,8 +285,9 @@ def apply_commands(
     if atomic:
         return _apply_all_or_none(credential, repository, commands), new
     messages: list[str] = []
+    creations = _new_streams(credential, repository, commands)
     for command in commands:
-        if command.refusal is not None:
+        if command.refusal is not None or command.ref in creations:
             continue
         try:
             messages += _apply(credential, repository, command)
@@ -285,7 +296,47 @@ def apply_commands(
             command.refusal = "refused by the repository's policy; see the remote: lines"
         except _REFUSALS as error:
             command.refusal = _reason(error)
+    if creations:
+        messages += _create_streams(repository, creations)
     return messages, new
+
+
+#: Up to this many streams created by one push are named one a line in its answer; more are
+#: counted in one line (a push of a million branches would print a million otherwise).
+NAMED_CREATIONS = 20
+
+
+def _new_streams(credential: Credential, repository: Repository, commands: list[Command]) -> dict[str, Command]:
+    """The commands that create a stream that does not exist yet, by ref: created together
+    (repositories.create_streams: a few statements per 500 streams, not a few per stream)."""
+    if not credential.has_scope("write"):
+        return {}  # each is refused on its own, with the reason
+    # A stream the policy guards is judged as it is created, one by one (repositories.create_stream).
+    policy = policies.policy_of(repository)
+    wanted: dict[str, Command] = {}
+    for command in commands:
+        if command.refusal is None and command.ref.startswith(HEADS) and command.old == pktline.ZERO_ID:
+            name = command.ref.removeprefix(HEADS)
+            guarded = policy is not None and bool(policy.rules_for(name))
+            if not command.deletes and repositories.is_stream_name(name) and not guarded:
+                wanted[name] = command
+    names = list(wanted)
+    for start in range(0, len(names), repositories.CREATE_BATCH):
+        chunk = names[start : start + repositories.CREATE_BATCH]
+        for taken in Stream.objects.filter(repository=repository, name__in=chunk).values_list("name", flat=True):
+            del wanted[taken]  # an existing (empty) stream: pushing to it is a fast-forward
+    return {HEADS + name: command for name, command in wanted.items()}
+
+
+def _create_streams(repository: Repository, creations: dict[str, Command]) -> list[str]:
+    created, refused = repositories.create_streams(
+        repository, [(ref.removeprefix(HEADS), command.new) for ref, command in creations.items()]
+    )
+    for name, reason in refused.items():
+        creations[HEADS + name].refusal = reason
+    if len(created) <= NAMED_CREATIONS:
+        return [f"created stream {name} at {creations[HEADS + name].new}" for name in created]
+    return [f"created {len(created)} streams, {created[0]} to {created[-1]}"]
 
 
 #: What a command's service call raises when it refuses it (anything else is a server error).
@@ -305,6 +356,60 @@ def _refused_by_name(ref: str) -> str | None:
     if not ref.startswith((HEADS, FOR)):
         return f"only {HEADS}<stream> and {FOR}<stream> can be pushed, not {ref}"
     return None
+
+
+def _refused_by_reach(credential: Credential, ref: str) -> str | None:
+    """Why the credential may not update the ref's stream; None if it may."""
+    try:
+        require_stream(credential, _stream_of(ref))
+    except Forbidden as refused:
+        return refused.message
+    return None
+
+
+def _stream_of(ref: str) -> str:
+    return ref.removeprefix(HEADS) if ref.startswith(HEADS) else ref.removeprefix(FOR)
+
+
+def refuse_paths(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:
+    """Refuse the whole push when its commits change paths outside the credential's paths: the
+    lines naming them, each command's refusal set; nothing when every path is within them."""
+    store = store_for(repository.name)
+    changed: set[str] = set()
+    for command in commands:
+        if command.refusal is None and not command.deletes:
+            try:
+                changed.update(_changed_paths(store, repository, command))
+            except EngineError as error:  # not a commit: refused on its own, as its service would
+                command.refusal = _reason(error)
+    try:
+        require_paths(credential, changed)
+    except Forbidden as refused:
+        for command in commands:
+            command.refusal = command.refusal or refused.message
+        return [f"push refused: {refused.message}", *(f"  outside: {detail['path']}" for detail in refused.details)]
+    return []
+
+
+def _changed_paths(store, repository: Repository, command: Command) -> list[str]:
+    """The paths the pushed head changes where it would land: from the stream's head for
+    refs/heads/S of an existing stream; else from its merge base with the target stream
+    (refs/for/S: S; a new stream, or S unknown: the default stream). Every path when there is
+    no base."""
+    name = _stream_of(command.ref)
+    heads = dict(
+        Stream.objects.filter(repository=repository, name__in=[name, repository.default_stream]).values_list(
+            "name", "head"
+        )
+    )
+    if command.ref.startswith(HEADS) and name in heads:
+        base = heads[name]
+    else:
+        target = heads[name] if command.ref.startswith(FOR) and name in heads else heads.get(repository.default_stream)
+        bases = merge_bases(store, target, command.new) if target else []
+        base = bases[0] if bases else None
+    old_tree = store.read_commit(base).tree if base else None
+    return [change.path for change in diff_trees(store, old_tree, store.read_commit(command.new).tree)]
 
 
 def _apply_all_or_none(credential: Credential, repository: Repository, commands: list[Command]) -> list[str]:
@@ -368,11 +473,11 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
         return [f"deleted stream {name}"]
     _need(credential, "write", "pushing to a stream")
     if stream is None:
-        if command.old != ZERO_ID:
+        if command.old != pktline.ZERO_ID:
             raise Invalid(f"stale: there is no stream {name} now; fetch and push again")
         repositories.create_stream(repository, name, command.new, credential)
         return [f"created stream {name} at {command.new}"]
-    expected = None if command.old == ZERO_ID else command.old
+    expected = None if command.old == pktline.ZERO_ID else command.old
     outcome = integration.push_fast_forward(stream, expected, command.new, credential, derive=False)
     return [f"{name} fast-forwarded to {outcome['stream_head']}"]
 

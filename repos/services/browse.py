@@ -180,11 +180,18 @@ def check_path(path: str) -> str:
     return path
 
 
-def streams(repository: Repository) -> list[Stream]:
-    """The repository's streams, the default one first, then by name."""
-    found = list(Stream.objects.filter(repository=repository).order_by("name"))
-    found.sort(key=lambda stream: stream.name != repository.default_stream)
-    return found
+#: How many streams besides the default one a page names (the repository's list, the stream
+#: switchers and filters): a repository may hold a million, which the API pages through and
+#: git lists, and a page of them all would cost what they number.
+STREAMS_SHOWN = 50
+
+
+def streams(repository: Repository, limit: int = STREAMS_SHOWN) -> list[Stream]:
+    """The default stream first, then the first ``limit`` others by name: two index ranges,
+    whatever the number of streams."""
+    mine = Stream.objects.filter(repository=repository)
+    default = list(mine.filter(name=repository.default_stream))
+    return default + list(mine.exclude(name=repository.default_stream).order_by("name")[:limit])
 
 
 def recent_events(repository: Repository, kinds: Iterable[str] | None = None, limit: int = 50) -> list[Event]:

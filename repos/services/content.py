@@ -17,6 +17,7 @@ from ..errors import Invalid, NotFound, from_engine
 from ..lookups import Insert
 from ..models import Changeset, Credential, Repository
 from . import refmirror
+from .credentials import require_paths
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -107,6 +108,11 @@ def _parse_operation(op: object) -> tuple[engine_changeset.Operation, bytes | No
     raise Invalid(f"unknown op {kind!r}: use write, delete or rename")
 
 
+def paths_of(operations: list[dict]) -> list[str]:
+    """Every path parsed operations change: a write's or delete's, a rename's source and target."""
+    return [op[key] for op in operations for key in ("path", "from", "to") if key in op]
+
+
 def _text(op: dict, key: str, *, allow_empty: bool = False) -> str:
     value = op.get(key)
     if not isinstance(value, str) or (not value and not allow_empty):
@@ -145,6 +151,7 @@ def create_changeset(
     if not isinstance(provenance, dict):
         raise Invalid("provenance must be an object")
     engine_ops, contents, normalized = parse_operations(operations)
+    require_paths(credential, paths_of(normalized))
     if isinstance(parent, list):
         if not parent or len(parent) > MAX_PARENTS or not all(isinstance(p, str) for p in parent):
             raise Invalid(f"parents is a list of 1 to {MAX_PARENTS} revisions")

@@ -15,6 +15,7 @@ from django.db import transaction
 from ..errors import Invalid
 from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals
+from .credentials import require_stream
 from .repositories import get_stream
 
 #: ``parent`` when the request has none: the stream's head.
@@ -41,6 +42,7 @@ def land(
 ) -> Landing:
     """Write the changeset (on ``parent``, by default the stream's head), propose it on
     ``stream`` and queue its integration; nothing is written if any step is refused."""
+    require_stream(credential, stream)  # before the changeset's objects are written, not after
     target = get_stream(repository, stream)
     if parent is STREAM_HEAD:
         parent = target.head

@@ -1,4 +1,4 @@
-"""Repository maintenance: ours, because git's automatic gc is off (refmirror.GIT_CONFIG).
+"""Repository maintenance: ours, because git's automatic gc is off (gitdir.GIT_CONFIG).
 
 Every landing writes a few loose objects or a small pack; left alone they pile up (1 627 loose
 objects after 357 landings; audit F7: 236 756 in production), and every read and clone pays for
@@ -9,8 +9,10 @@ them. :func:`maintain` keeps each repository in the layout git serves fastest:
   end, not the whole repository), one multi-pack index over them with a reachability bitmap, so
   ``upload-pack`` counts and reuses objects instead of walking them;
 * ``git commit-graph write --reachable``: the history walks of fetches and connectivity checks;
-* ``git pack-refs --all``: the mirror's loose refs into one file, for git's own tools;
-* the ref mirror's sweep (refmirror.rebuild): protection refs that a stream reaches now go;
+* ``git pack-refs --all``: the mirror's loose refs into one file, for git's own tools, once
+  they are more than ``LOOSE_REFS_SHARE`` of the refs (the rewrite costs every ref);
+* the ref mirror's sweep (refmirror.rebuild): the refs of the streams that changed since the
+  last sweep are made what the database says, protection refs that their heads reach go;
 * pushed changesets whose operation lists a crash left unwritten get them
   (content.write_pending_operations: a push writes them after its answer);
 * push quarantines a killed server left behind (``objects/incoming-*``, older than an hour) go.
@@ -64,6 +66,8 @@ class RepackState:
     packs_before: int
     packs_after: int
     refs_changed: int = 0
+    #: Loose refs folded into packed-refs (0: too few to be worth a rewrite of the file).
+    refs_packed: int = 0
     operations_written: int = 0
     error: str = ""
 
@@ -92,6 +96,7 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
                 _repack(git_dir)
                 state.outcome = "done"
             state.refs_changed = refmirror.rebuild(repository)
+            state.refs_packed = pack_refs_if_due(git_dir)
             state.operations_written = content.write_pending_operations(repository)
         except (subprocess.CalledProcessError, RuntimeError, OSError) as error:
             state.outcome = "failed"
@@ -113,9 +118,37 @@ def maintain_all(*, force: bool = False) -> list[RepackState]:
 def _repack(git_dir: Path) -> None:
     refmirror.git(git_dir, "repack", "-d", "-q", "--geometric=2", "--write-midx", "--write-bitmap-index")
     refmirror.git(git_dir, "commit-graph", "write", "--reachable", "--no-progress")
-    # The mirror writes loose refs; git's tools read 10 000 loose refs a file each (the
-    # ref-iteration thread), one packed-refs file at once. Later writes stay loose and win.
+
+
+#: Loose refs are packed once they are more than this share of the refs (the goal is at most
+#: 1 %): git reads a loose ref a file each, packed ones from one sorted file (the ref-iteration
+#: thread), but packing rewrites that whole file, so it waits until enough changed to pay for it.
+LOOSE_REFS_SHARE = 0.005
+
+
+def loose_refs(git_dir: Path) -> int:
+    """The loose ref files under ``refs/`` (a walk of the directories: what changed since the
+    last pack, not every ref)."""
+    count = 0
+    pending = [git_dir / "refs"]
+    while pending:
+        with contextlib.suppress(FileNotFoundError), os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+                elif not entry.name.endswith(".lock"):
+                    count += 1
+    return count
+
+
+def pack_refs_if_due(git_dir: Path) -> int:
+    """``git pack-refs --all --prune`` when the loose refs are more than ``LOOSE_REFS_SHARE`` of
+    all; how many were packed. Later writes stay loose and win over their packed copies."""
+    loose = loose_refs(git_dir)
+    if loose <= LOOSE_REFS_SHARE * (loose + refmirror.packed_refs_estimate(git_dir)):
+        return 0
     refmirror.git(git_dir, "pack-refs", "--all", "--prune")
+    return loose
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from ..errors import Invalid, NotFound, WrongState
 from ..lookups import Insert, Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository
 from . import refmirror
+from .credentials import require_proposal_stream, require_stream
 from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event, author
 from .integration import resolver_rules
 from .repositories import get_stream, resolve_rev
@@ -27,9 +28,11 @@ from .stores import store_for
 def open_proposal(
     repository: Repository, *, stream: str, head: str, title: str = "", credential: Credential | None = None
 ) -> Proposal:
-    """Open a proposal to land the changeset ``head`` on ``stream``."""
+    """Open a proposal to land the changeset ``head`` on ``stream`` (Forbidden if the
+    credential may not update that stream)."""
     if not isinstance(stream, str) or not isinstance(head, str):
         raise Invalid("stream and head are strings")
+    require_stream(credential, stream)
     if not isinstance(title, str) or len(title) > 300:
         raise Invalid("title is a string of at most 300 characters")
     target = get_stream(repository, stream)
@@ -104,6 +107,7 @@ def revise(proposal: Proposal, head: object, *, credential: Credential | None = 
     """``POST .../revisions {"head"}``: the proposal's next revision is the changeset ``head``."""
     if not isinstance(head, str):
         raise Invalid("head is a revision (a changeset id or a stream name)")
+    require_proposal_stream(credential, proposal)
     head_id = resolve_rev(proposal.repository, head)
     with transaction.atomic():
         locked = lock_proposal(proposal)

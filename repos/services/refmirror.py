@@ -21,6 +21,11 @@ subprocess (docs/adr/0010); the removal of protection refs that a landing does n
 changeset reached through another one) is left to :func:`rebuild`, which maintenance and
 recovery run: a surplus protection ref costs nothing but a line in ``for-each-ref``.
 
+Many new streams at once (a push of many branches) are written into ``packed-refs`` in one
+rewrite, under git's lock of that file, rather than a loose file each; a landing writes its one
+loose ref, and maintenance packs the loose ones once they are a share of the refs worth a
+rewrite. :func:`rebuild` follows the events since the last rebuild, so it costs what changed.
+
 Stream refs are written after the landing commits, from the database, under the ref's lock:
 whoever writes last read the database last, so the mirror never goes back in time. Between a
 commit and its mirror write (microseconds; longer only if the process dies there) new objects
@@ -32,7 +37,10 @@ never fails the landing: it is logged, and the next rebuild repairs it.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import json
 import logging
+import mmap
 import os
 import subprocess
 import time
@@ -42,7 +50,8 @@ from pathlib import Path
 from django.db.models import Exists, OuterRef, Q
 
 from ..lookups import Rows
-from ..models import Changeset, Proposal, Repository, Stream
+from ..models import Changeset, Event, Proposal, Repository, Stream
+from .gitdir import configure, git, git_env
 from .stores import repository_path
 
 logger = logging.getLogger(__name__)
@@ -53,66 +62,11 @@ PROPOSALS = "refs/agentgit/proposals/"
 #: The namespaces the mirror owns; refs elsewhere are left alone.
 MIRRORED = (HEADS, "refs/agentgit/")
 
-#: git's own automatic maintenance, off: it would run without the database's knowledge (and
-#: receive-pack and many other commands trigger it). Ours is repos.services.maintenance.
-GIT_CONFIG = {
-    "gc.auto": "0",
-    "gc.autoPackLimit": "0",
-    "gc.autoDetach": "false",
-    "receive.autogc": "false",
-    "maintenance.auto": "false",
-    "fetch.writeCommitGraph": "false",
-    "core.logAllRefUpdates": "false",
-    # A pushed pack is kept as a pack, never exploded into loose objects (audit F7).
-    "transfer.unpackLimit": "1",
-    "receive.unpackLimit": "1",
-    "fetch.unpackLimit": "1",
-}
-
 #: A lock older than this was left by a process that died holding it (we hold ours for
 #: microseconds; git's pack-refs for milliseconds).
 _STALE_LOCK_S = 10.0
 _LOCK_WAIT_S = 5.0
 _ZERO = "0" * 40
-
-
-def git(path: Path | str, *args: str, input: str | None = None, check: bool = True) -> str:
-    """Run git in the repository directory ``path``; its stdout (CalledProcessError on failure)."""
-    done = subprocess.run(
-        ["git", "--git-dir", os.fspath(path), *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=_git_env(),
-    )
-    if check and done.returncode != 0:
-        raise subprocess.CalledProcessError(done.returncode, done.args, done.stdout, done.stderr)
-    return done.stdout
-
-
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_CONFIG_NOSYSTEM"] = "1"
-    env.setdefault("HOME", "/nonexistent")
-    return env
-
-
-# ----------------------------------------------------------------------------- configuration
-
-
-def configure(path: Path | str) -> None:
-    """Turn git's automatic gc off in the repository's config (only what differs is written)."""
-    import pygit2
-
-    config = pygit2.Config(os.path.join(os.fspath(path), "config"))
-    for key, value in GIT_CONFIG.items():
-        try:
-            current = config[key]
-        except KeyError:
-            current = None
-        if current != value:
-            config[key] = value
 
 
 # ----------------------------------------------------------------------------- ref files
@@ -146,9 +100,11 @@ class _RefLock:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.05)
 
-    def commit(self, content: str) -> None:
+    def commit(self, content: str | bytes) -> None:
         assert self.fd is not None, "commit() is called on a lock that is held"
-        os.write(self.fd, content.encode())
+        with memoryview(content.encode() if isinstance(content, str) else content) as rest:
+            while rest:  # one write() may take less than a large packed-refs
+                rest = rest[os.write(self.fd, rest) :]
         self._close()
         os.replace(self.lock, self.path)
         self.committed = True  # the lock file is the ref now; the next .lock is someone else's
@@ -230,9 +186,9 @@ def follow_stream(repository: Repository, stream_name: str) -> None:
         return written[-1]
 
     _safely("follow stream", _set_ref, git_dir, HEADS + stream_name, head_noted)
-    if written == [None]:
-        # A deleted (or emptied) stream: maintenance may have packed its ref, which git
-        # removes from packed-refs too. Rare, so a subprocess is fine here.
+    if written == [None] and PackedRefs(git_dir).get(HEADS + stream_name) is not None:
+        # A deleted (or emptied) stream whose ref maintenance packed: git rewrites packed-refs
+        # without it. Rare, so a subprocess is fine here.
         _safely("forget stream", git, git_dir, "update-ref", "-d", HEADS + stream_name)
 
 
@@ -242,6 +198,84 @@ _STREAM_HEAD = Rows(
     int,
     str,
 )
+
+
+#: A batch of new stream refs goes into ``packed-refs`` (one rewrite of the file, whatever it
+#: holds) rather than a loose file each (an inode each, about a millisecond on this disk) when it
+#: is at least this many refs and at least 1/``REWRITE_PER_LOOSE`` of the refs packed already:
+#: the rewrite costs 2-3 microseconds per packed ref (1.9 at 100 000, 2.7 at 1 000 000 refs,
+#: docs/performance.md "Many streams"), so either way a new ref costs at most about a millisecond.
+PACK_AT_LEAST = 32
+REWRITE_PER_LOOSE = 300
+PACKED_REFS = "packed-refs"
+#: git's own header: its readers binary-search a file whose header says ``sorted``.
+PACKED_HEADER = b"# pack-refs with: peeled fully-peeled sorted \n"
+_NAMES_PER_QUERY = 500
+
+
+def follow_streams(repository: Repository, names: list[str]) -> None:
+    """Mirror many new streams at once (a push that created them): into ``packed-refs`` in one
+    rewrite when they are many (see ``PACK_AT_LEAST``), else a loose ref each."""
+    git_dir = repository_path(repository.name)
+    if len(names) < max(PACK_AT_LEAST, packed_refs_estimate(git_dir) / REWRITE_PER_LOOSE):
+        for name in names:
+            follow_stream(repository, name)
+        return
+    _safely("follow streams", _pack_streams, repository, git_dir, names)
+    for name in names:
+        if (git_dir / HEADS / name).is_file():  # a loose ref wins over the packed one: make it right too
+            follow_stream(repository, name)
+
+
+def packed_refs_estimate(git_dir: Path) -> int:
+    """About how many refs ``packed-refs`` holds (its size over a short line's: no read)."""
+    try:
+        return (git_dir / PACKED_REFS).stat().st_size // 64
+    except FileNotFoundError:
+        return 0
+
+
+def _pack_streams(repository: Repository, git_dir: Path, names: list[str]) -> None:
+    """Write the streams ``names`` into ``packed-refs`` as the database has them, under git's
+    lock of the file (``packed-refs.lock``: git's pack-refs and ref deletions take it too, so
+    whoever writes it last read the database last). A loose ref of the same name, written by a
+    landing that came after, stays and wins, as it does for git."""
+    with _RefLock(git_dir / PACKED_REFS) as lock:
+        heads: dict[str, str] = {}
+        for start in range(0, len(names), _NAMES_PER_QUERY):
+            chunk = names[start : start + _NAMES_PER_QUERY]
+            rows = Stream.objects.filter(repository=repository, name__in=chunk, head__isnull=False)
+            heads.update(_non_empty(rows.order_by().values_list("name", "head")))
+        changed = {f"{HEADS}{name}".encode() for name in names}
+        mine = sorted((f"{head} {HEADS}{name}\n".encode() for name, head in heads.items()), key=_refname)
+        kept = [record for record in read_packed_refs(git_dir) if _refname(record) not in changed]
+        merged = heapq.merge(kept, mine, key=_refname)
+        lock.commit(PACKED_HEADER + b"".join(merged))
+
+
+def _refname(record: bytes) -> bytes:
+    # "<40-hex oid> <name>\n" (and a peeled "^<oid>\n" after a tag's): bytes order is git's order.
+    return record[41 : record.index(b"\n")]
+
+
+def read_packed_refs(git_dir: Path) -> list[bytes]:
+    """The records of ``packed-refs``, in its order: a ref's line with its peeled line, if any."""
+    try:
+        data = (git_dir / PACKED_REFS).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = data.splitlines(keepends=True)
+    if lines and lines[0].startswith(b"#"):
+        lines = lines[1:]
+    if b"\n^" not in data:
+        return lines
+    records: list[bytes] = []
+    for line in lines:
+        if line.startswith(b"^") and records:
+            records[-1] += line
+        else:
+            records.append(line)
+    return records
 
 
 def follow_landing(repository: Repository, stream_name: str, integrated: Iterable[tuple[int, str]]) -> None:
@@ -321,9 +355,10 @@ def _missing_objects(git_dir: Path, oids: set[str]) -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.endswith(" missing")}
 
 
-def actual_refs(git_dir: Path) -> dict[str, str]:
-    """The refs on disk in the mirrored namespaces (loose and packed: ``git for-each-ref``)."""
-    out = git(git_dir, "for-each-ref", "--format=%(objectname) %(refname)", *MIRRORED)
+def actual_refs(git_dir: Path, namespaces: tuple[str, ...] = MIRRORED) -> dict[str, str]:
+    """The refs on disk in ``namespaces`` (loose and packed: ``git for-each-ref``, which reads
+    only the part of a sorted ``packed-refs`` that a namespace covers)."""
+    out = git(git_dir, "for-each-ref", "--format=%(objectname) %(refname)", *namespaces)
     refs: dict[str, str] = {}
     for line in out.splitlines():
         oid, _, name = line.partition(" ")
@@ -331,8 +366,25 @@ def actual_refs(git_dir: Path) -> dict[str, str]:
     return refs
 
 
-def rebuild(repository: Repository, *, changesets: bool = True, attempts: int = 5) -> int:
+def rebuild(repository: Repository, *, everything: bool = False) -> int:
     """Make the mirror what the database says (never the reverse); returns how many refs changed.
+
+    What changed since the last rebuild, as its events name it (:func:`rebuild_changed`), when
+    the last rebuild left its mark and the events since are all still there; otherwise, or with
+    ``everything``, every ref (:func:`rebuild_everything`). Either way the mark is then set to
+    the event sequence read before the database was."""
+    git_dir = repository_path(repository.name)
+    seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).get()
+    since = None if everything else _rebuilt_at(git_dir)
+    changed = rebuild_changed(repository, since, seq) if since is not None else None
+    if changed is None:
+        changed = rebuild_everything(repository)
+    _mark_rebuilt(git_dir, seq)
+    return changed
+
+
+def rebuild_everything(repository: Repository, *, changesets: bool = True, attempts: int = 5) -> int:
+    """Make every ref of the mirror what the database says; returns how many refs changed.
 
     One ``git update-ref --stdin`` transaction whose every command names the value it expects,
     so a landing that writes a ref meanwhile makes it fail (and it is tried again) instead of
@@ -364,7 +416,7 @@ def rebuild(repository: Repository, *, changesets: bool = True, attempts: int = 
             input="".join(commands),
             capture_output=True,
             text=True,
-            env=_git_env(),
+            env=git_env(),
         )
         if done.returncode == 0:
             return len(commands)
@@ -374,12 +426,153 @@ def rebuild(repository: Repository, *, changesets: bool = True, attempts: int = 
     return 0
 
 
-def rebuild_all(*, changesets: bool = True) -> int:
+def rebuild_all(*, everything: bool = False) -> int:
     """:func:`rebuild` for every repository; returns how many refs changed in all."""
     changed = 0
     for repository in Repository.objects.order_by("id"):
         try:
-            changed += rebuild(repository, changesets=changesets)
+            changed += rebuild(repository, everything=everything)
         except Exception:
             logger.exception("ref mirror of %s not rebuilt", repository.name)
     return changed
+
+
+# ----------------------------------------------------------------------------- what changed
+
+#: Beside the repository: the event sequence the mirror was last rebuilt up to.
+REBUILT_FILE = "agentgit-mirror.json"
+#: Protection refs checked one ``merge-base`` each up to this many; more, one walk of the
+#: moved heads' history.
+_ONE_BY_ONE = 64
+
+
+def _rebuilt_at(git_dir: Path) -> int | None:
+    try:
+        return int(json.loads((git_dir / REBUILT_FILE).read_text())["event_seq"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _mark_rebuilt(git_dir: Path, seq: int) -> None:
+    temporary = git_dir / (REBUILT_FILE + ".tmp")
+    temporary.write_text(json.dumps({"event_seq": seq}))
+    os.replace(temporary, git_dir / REBUILT_FILE)
+
+
+def rebuild_changed(repository: Repository, since: int, seq: int) -> int | None:
+    """The mirror's refs of the streams that events ``since`` < seq <= ``seq`` name, made what
+    the database says, and the changeset protection refs on disk that those streams' heads reach
+    now, removed: work in proportion to what changed, not to the refs. None when the events
+    since are not all there any more (pruned): only a full rebuild can tell then.
+
+    Every change of a stream appends an event in its transaction (created, deleted, every head
+    move), so a stream whose ref a crash left behind is named here. A protection ref that a
+    stream which did not move reaches (a changeset recorded after it was on a stream already)
+    stays until a full rebuild: it costs a line in ``for-each-ref``, nothing else."""
+    git_dir = repository_path(repository.name)
+    configure(git_dir)
+    follow_head(repository)
+    if seq == since:
+        return 0
+    events = Event.objects.filter(repository=repository, seq__gt=since, seq__lte=seq)
+    if events.order_by("seq").values_list("seq", flat=True).first() != since + 1:
+        return None
+    names = sorted(
+        {
+            payload["stream"]
+            for payload in events.values_list("payload", flat=True).iterator(chunk_size=10_000)
+            if isinstance(payload.get("stream"), str)
+        }
+    )
+    heads = _heads_of(repository, names)
+    differ = [name for name, oid in zip(names, _refs_on_disk(git_dir, names), strict=True) if oid != heads.get(name)]
+    follow_streams(repository, differ)
+    return len(differ) + _sweep_protection(git_dir, set(heads.values()))
+
+
+def _heads_of(repository: Repository, names: list[str]) -> dict[str, str]:
+    """The database's heads of the non-empty streams among ``names``."""
+    heads: dict[str, str] = {}
+    for start in range(0, len(names), _NAMES_PER_QUERY):
+        chunk = names[start : start + _NAMES_PER_QUERY]
+        rows = Stream.objects.filter(repository=repository, name__in=chunk, head__isnull=False).order_by()
+        heads.update(_non_empty(rows.values_list("name", "head")))
+    return heads
+
+
+def _non_empty(rows: Iterable[tuple[str, str | None]]) -> Iterable[tuple[str, str]]:
+    """``(name, head)`` rows of streams with a head (the queries ask for those only)."""
+    return ((name, head) for name, head in rows if head is not None)
+
+
+def _refs_on_disk(git_dir: Path, names: list[str]) -> list[str | None]:
+    """What git reads for each stream's ref: its loose file, else its line in ``packed-refs``."""
+    packed = PackedRefs(git_dir, many=len(names) * REWRITE_PER_LOOSE >= packed_refs_estimate(git_dir))
+    found: list[str | None] = []
+    for name in names:
+        try:
+            found.append((git_dir / HEADS / name).read_text().strip() or None)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            found.append(packed.get(HEADS + name))
+    return found
+
+
+class PackedRefs:
+    """Refs looked up in ``packed-refs`` as git does: a binary search of the sorted file (or,
+    for ``many`` lookups, the file read once into a dict)."""
+
+    def __init__(self, git_dir: Path, *, many: bool = False) -> None:
+        self.data: bytes | mmap.mmap = b""
+        self.all: dict[bytes, str] | None = None
+        if many:
+            self.all = {_refname(record): record[:40].decode() for record in read_packed_refs(git_dir)}
+            return
+        with contextlib.suppress(FileNotFoundError), open(git_dir / PACKED_REFS, "rb") as file:
+            if os.fstat(file.fileno()).st_size:  # (an empty file cannot be mapped)
+                self.data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)  # pages read as searched
+
+    def get(self, name: str) -> str | None:
+        key = name.encode()
+        if self.all is not None:
+            return self.all.get(key)
+        data = self.data
+        low, high = 0, len(data)
+        while low < high:  # the first line starting at or after mid, compared by its name
+            mid = (low + high) // 2
+            start = data.rfind(b"\n", 0, mid) + 1
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            line = data[start:end]
+            if line.startswith((b"#", b"^")) or len(line) < 42:
+                low = end + 1  # the header or a peeled line: what follows decides
+                continue
+            here = line[41:]
+            if here == key:
+                return line[:40].decode()
+            if here < key:
+                low = end + 1
+            else:
+                high = start
+        return None
+
+
+def _sweep_protection(git_dir: Path, heads: set[str]) -> int:
+    """Remove the changeset protection refs that ``heads`` reach; how many were removed."""
+    protected = actual_refs(git_dir, (CHANGESETS,))
+    if not protected or not heads:
+        return 0
+    if len(protected) <= _ONE_BY_ONE:
+        reached = {name for name, oid in protected.items() if _reached_by(git_dir, oid, heads)}
+    else:
+        history = _reachable(git_dir, heads)
+        reached = {name for name, oid in protected.items() if oid in history}
+    commands = "".join(f"delete {name} {protected[name]}\n" for name in sorted(reached))
+    if commands:
+        git(git_dir, "update-ref", "--stdin", input=commands)
+    return len(reached)
+
+
+def _reached_by(git_dir: Path, commit: str, heads: set[str]) -> bool:
+    """Whether any of ``heads`` reaches ``commit`` (nothing new from it once they are left out)."""
+    lines = f"{commit}\n" + "".join(f"^{head}\n" for head in sorted(heads))
+    return not git(git_dir, "rev-list", "--max-count=1", "--ignore-missing", "--stdin", input=lines).strip()

@@ -9,14 +9,14 @@ from typing import cast
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
-from engine.errors import WrongObjectType
+from engine.errors import EngineError, WrongObjectType
 from engine.objects import check_object_id, is_object_id
 
-from ..errors import AlreadyExists, Invalid, NotFound
+from ..errors import AlreadyExists, ApiError, Invalid, NotFound, from_engine
 from ..lookups import Lookup
 from ..models import Credential, Repository, Stream
 from . import policies, refmirror
-from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event
+from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event, append_events
 from .stores import store_for
 
 # A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
@@ -51,6 +51,11 @@ def check_repository_name(name: object) -> str:
     return name
 
 
+def is_stream_name(name: str) -> bool:
+    """Whether ``check_stream_name`` takes ``name``."""
+    return _is_stream_name(name) and len(name) <= STREAM_NAME_MAX_LENGTH
+
+
 def check_stream_name(name: object) -> str:
     if not isinstance(name, str) or not _is_stream_name(name) or len(name) > STREAM_NAME_MAX_LENGTH:
         raise Invalid(
@@ -77,9 +82,10 @@ def create_repository(name: str, default_stream: str = "main") -> Repository:
     return repository
 
 
-def list_repositories():
-    """Every repository, by name (a queryset, for paging)."""
-    return Repository.objects.order_by("name")
+def list_repositories(names: list[str] | None = None):
+    """Every repository, or those of ``names``, by name (a queryset, for paging)."""
+    found = Repository.objects.order_by("name")
+    return found if names is None else found.filter(name__in=names)
 
 
 #: Every repository request's lookup (repos.lookups).
@@ -91,10 +97,16 @@ def _queryable(*names: object) -> bool:
     return all(isinstance(name, str) and "\x00" not in name for name in names)
 
 
+def repository_not_found(name: str) -> NotFound:
+    """The one refusal for a repository that does not exist, or that a credential does not
+    reach (repos.services.credentials): the two are not told apart."""
+    return NotFound(f"no repository named {name!r}")
+
+
 def get_repository(name: str) -> Repository:
     found = _BY_NAME.get(name) if _queryable(name) else None
     if found is None:
-        raise NotFound(f"no repository named {name!r}")
+        raise repository_not_found(name)
     return found[0]
 
 
@@ -127,9 +139,8 @@ def create_stream(repository: Repository, name: str, start: str | None, credenti
     if head is not None:
         policies.judge_direct_update(repository, name, None, head, credential)
     # Streams are git branches: "a" and "a/b" cannot both exist (a file and a directory of refs/heads).
-    enclosing = ["/".join(name.split("/")[:cut]) for cut in range(1, name.count("/") + 1)]
-    clash = Stream.objects.filter(repository=repository).filter(Q(name__in=enclosing) | _name_prefix(name + "/"))
-    taken = clash.values_list("name", flat=True).first()
+    above = Stream.objects.filter(repository=repository, name__in=_enclosing(name)).values_list("name", flat=True)
+    taken = above.first() or next(iter(_names_under(repository, [name])), None)
     if taken is not None:
         raise AlreadyExists(f"a stream named {name!r} cannot exist beside {taken!r} (streams are git branches)")
     try:
@@ -141,6 +152,112 @@ def create_stream(repository: Repository, name: str, start: str | None, credenti
     # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
     transaction.on_commit(lambda: refmirror.follow_stream(repository, name))
     return stream
+
+
+#: Streams created per transaction by :func:`create_streams`: each statement stays well under
+#: the databases' parameter limits, and a transaction holds the repository row's lock (its
+#: event sequence) for a few milliseconds at a time, not for the whole push.
+CREATE_BATCH = 500
+
+
+def create_streams(repository: Repository, wanted: list[tuple[str, str]]) -> tuple[list[str], dict[str, str]]:
+    """Many new streams at once, each at a changeset (a push of many new branches): what
+    :func:`create_stream` does for one, for ``CREATE_BATCH`` of them per transaction with a
+    constant number of statements (which exist, which clash, the rows, their events).
+
+    Returns the names created, in the order given, and why each other one was not (a name
+    already taken, a clash with an existing name, a head that is not a changeset). Each batch
+    commits on its own, so a push's streams appear in order. The ref mirror follows once, for all
+    of them (:func:`repos.services.refmirror.follow_streams`), after the last batch commits.
+    """
+    created: list[str] = []
+    refused: dict[str, str] = {}
+    commits: dict[str, str | None] = {}  # head -> why it is not a changeset (None: it is)
+    for start in range(0, len(wanted), CREATE_BATCH):
+        batch = wanted[start : start + CREATE_BATCH]
+        for _name, head in batch:
+            if head not in commits:
+                try:
+                    resolve_rev(repository, head)
+                    commits[head] = None
+                except EngineError as error:
+                    commits[head] = from_engine(error).message
+                except ApiError as error:
+                    commits[head] = error.message
+        created += _create_batch(repository, batch, commits, refused)
+    transaction.on_commit(lambda: refmirror.follow_streams(repository, created))
+    return created, refused
+
+
+def _create_batch(
+    repository: Repository, batch: list[tuple[str, str]], commits: dict[str, str | None], refused: dict[str, str]
+) -> list[str]:
+    names = [name for name, _head in batch]
+    existing = set(Stream.objects.filter(repository=repository, name__in=names).values_list("name", flat=True))
+    enclosing = {name: _enclosing(name) for name in names}
+    taken_above = set(
+        Stream.objects.filter(repository=repository, name__in={e for es in enclosing.values() for e in es}).values_list(
+            "name", flat=True
+        )
+    )
+    taken_below = _names_under(repository, names)
+    rows: list[Stream] = []
+    accepted: set[str] = set()
+    directories: dict[str, str] = {}  # a name enclosing an accepted one -> that one
+    for name, head in batch:
+        clash = next((above for above in enclosing[name] if above in taken_above or above in accepted), None)
+        clash = clash or directories.get(name) or next((b for b in taken_below if b.startswith(name + "/")), None)
+        if name in existing or name in accepted:
+            refused[name] = f"a stream named {name!r} already exists in {repository.name}"
+        elif commits[head] is not None:
+            refused[name] = str(commits[head])
+        elif clash is not None:
+            refused[name] = f"a stream named {name!r} cannot exist beside {clash!r} (streams are git branches)"
+        else:
+            accepted.add(name)
+            directories.update((above, name) for above in enclosing[name])
+            rows.append(Stream(repository=repository, name=name, head=head))
+    with transaction.atomic():
+        Stream.objects.bulk_create(rows)
+        append_events(repository, STREAM_CREATED, [{"stream": row.name, "head": row.head} for row in rows])
+    return [row.name for row in rows]
+
+
+def _names_under(repository: Repository, names: list[str]) -> list[str]:
+    """For each of ``names`` that encloses an existing stream ("a" of "a/b"), one such stream.
+
+    One statement per ``_PROBES`` names, each name its own probe of the ``(repository, name)``
+    index (``LIMIT 1`` over the range of names after ``name/``): an OR of the ranges in one
+    WHERE was a scan of every stream of the repository on SQLite, per batch."""
+    if connection.vendor == "postgresql":
+        at_least, below = "~>=~", "~<~"  # byte order, as varchar_pattern_ops indexes it (0003)
+    else:
+        at_least, below = ">=", "<"  # SQLite's BINARY collation: byte order
+    probe = (
+        f"SELECT * FROM (SELECT name FROM {Stream._meta.db_table} WHERE repository_id = %s "
+        f"AND name {at_least} %s AND name {below} %s ORDER BY name LIMIT 1) AS probe{{n}}"
+    )
+    found: list[str] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(names), _PROBES):
+            chunk = names[start : start + _PROBES]
+            # Stream names are ASCII below 0x7f (check_stream_name): "name/" to "name/\x7f" is
+            # every name under it.
+            cursor.execute(
+                " UNION ALL ".join(probe.format(n=n) for n in range(len(chunk))),
+                [value for name in chunk for value in (repository.pk, name + "/", name + "/\x7f")],
+            )
+            found += [name for (name,) in cursor.fetchall()]
+    return found
+
+
+#: Probes per statement: SQLite takes at most 500 terms in a compound SELECT.
+_PROBES = 250
+
+
+def _enclosing(name: str) -> list[str]:
+    """The names that would be directories of ``name`` as a git ref: "a" and "a/b" of "a/b/c"."""
+    return ["/".join(name.split("/")[:cut]) for cut in range(1, name.count("/") + 1)]
 
 
 def resolve_rev(repository: Repository, rev: str) -> str:

@@ -27,6 +27,7 @@ from ..errors import AlreadyExists, Invalid, NotFound, WrongState, from_engine
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule
 from . import proposals, refmirror
 from .content import author_signature
+from .credentials import require_paths, require_proposal_stream
 from .events import PROPOSAL_RESOLVED, append_event
 from .integration import closed_refusal, request_integration, resolver_rules
 from .repositories import resolve_rev
@@ -40,6 +41,7 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
     unknown = sorted(set(body) - {"stream_head", "resolutions", "message", "provenance"})
     if unknown:
         raise Invalid(f"unknown field(s): {', '.join(unknown)}", details=[{"field": f} for f in unknown])
+    require_proposal_stream(credential, proposal)
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
     if proposal.state == Proposal.State.INTEGRATED:
@@ -58,6 +60,7 @@ def resolve(proposal: Proposal, body: dict, *, credential: Credential | None = N
     if current is None or not graph.is_ancestor(store, base, current):
         raise Invalid(f"stream_head {base} is not in the history of stream {proposal.stream.name!r}")
     wanted, contents = _parse_resolutions(body.get("resolutions"))
+    require_paths(credential, wanted)  # the paths the resolutions write
 
     batch = ObjectBatch(store)  # the resolutions' contents and the merge, written at once
     tree, merged = _resolved_tree(store, batch, base, proposal, wanted, contents)

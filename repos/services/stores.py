@@ -11,6 +11,8 @@ from django.conf import settings
 from engine.objects import Signature
 from engine.store import CacheStats, DiskStore
 
+from .gitdir import configure
+
 #: Hits and misses of the parsed-object caches of every store this process opens (reported by
 #: repos.services.metrics).
 CACHE_STATS = CacheStats()
@@ -35,8 +37,6 @@ def store_for(name: str) -> DiskStore:
                 store = DiskStore(
                     path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
                 )
-                from .refmirror import configure  # the mirror knows where stores live, not the reverse
-
                 configure(path)  # git's automatic gc off, for new and existing repositories alike
                 _stores[path] = store
     return store

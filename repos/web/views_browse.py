@@ -35,7 +35,9 @@ def home(request: HttpRequest) -> HttpResponse:
 @repository_page
 def repository_home(request: HttpRequest, repository) -> HttpResponse:
     """Streams with heads and ages, recent integrations, open proposals and the README."""
-    streams = browse.streams(repository)
+    streams = browse.streams(repository, browse.STREAMS_SHOWN + 1)  # one more: are there more?
+    more = len(streams) > browse.STREAMS_SHOWN + 1
+    streams = streams[: browse.STREAMS_SHOWN + 1]
     default = next((s for s in streams if s.name == repository.default_stream), None)
     readme = None
     entries = []
@@ -48,6 +50,7 @@ def repository_home(request: HttpRequest, repository) -> HttpResponse:
     context = {
         "repository": repository,
         "streams": [(stream, heads.get(stream.head or "")) for stream in streams],
+        "more_streams": more,
         "default": default,
         "entries": entries,
         "readme": readme,

@@ -177,3 +177,15 @@ def test_an_admin_bypass_lands_without_the_checks(repo):
     landed = admin.post(f"/proposals/{proposal}/integrate", {"bypass": "CI is down"})
     assert landed.status_code == 200, landed.content
     assert requested() == []
+
+
+def test_a_direct_update_needs_the_checks_passed_on_its_tree_already(repo):
+    agent, admin, ci = repo
+    document = {"rules": [{"streams": ["release/*"], "required_checks": ["ci/test"], "direct_update": "everyone"}]}
+    assert admin.client.put(admin.url("/policy"), document, format="json").status_code == 200
+    refused = agent.post("/streams", {"name": "release/1", "from": "main"})
+    assert refused.status_code == 403
+    [detail] = refused.json()["error"]["details"]
+    assert detail["requirement"] == "checks" and "has not reported" in detail["message"]
+    report(ci, agent.get(f"/changesets/{agent.head()}").json()["tree"], "success")
+    assert agent.post("/streams", {"name": "release/1", "from": "main"}).status_code == 201

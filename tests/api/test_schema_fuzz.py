@@ -48,6 +48,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/policy": "each path pattern must parse as gitignore's (an unclosed '[' does not)",
     "/api/v1/repos/{repo}/checks": "exactly one of changeset and tree",
     "/api/v1/repos/{repo}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver": "409 while still pending",
+    "/api/v1/credentials": "path patterns must be gitignore's (a comment, '!' or '[z-a]' is not)",
 }
 
 
@@ -217,6 +218,11 @@ def config(values: dict[str, list], cache: Path) -> str:
         # Likewise the seeded webhook and its deliveries; tests/api/test_webhooks.py covers it.
         "[[operations]]",
         'include-name = "DELETE /api/v1/repos/{repo}/webhooks/{webhook_id}"',
+        "enabled = false",
+        # Revoking a credential by a generated id revokes the run's own token sooner or later,
+        # and every later request answers 401; tests/api/test_scoped_credentials.py covers it.
+        "[[operations]]",
+        'include-name = "DELETE /api/v1/credentials/{credential_id}"',
         "enabled = false",
     ]
     for path, why in SEMANTIC_400.items():

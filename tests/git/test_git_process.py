@@ -17,7 +17,7 @@ import threading
 
 import uvloop
 
-from repos.git_http.app import GitProcess, git_env
+from repos.git_http.processes import GitProcess, git_env
 
 PROCESSES = 400
 

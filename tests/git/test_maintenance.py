@@ -9,7 +9,7 @@ import pytest
 
 from engine.objects import BLOB
 from repos.models import Repository
-from repos.services import maintenance, stores
+from repos.services import maintenance, repositories, stores
 
 from .conftest import fsck, git
 
@@ -84,3 +84,26 @@ def test_maintenance_writes_the_operations_a_crashed_push_left_unwritten(api):
     assert stored[tips[0]] == read
     assert [op["path"] for op in stored[tips[1]]] == ["pushed-1.txt"]
     assert maintenance.maintain(repository).operations_written == 0
+
+
+def test_loose_refs_are_packed_once_they_pass_their_share_of_the_refs(api):
+    head = _land_many(api, 1)  # main's ref: loose
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+    many = [(f"s/{n:04d}", head) for n in range(400)]
+    assert len(repositories.create_streams(repository, many)[0]) == 400  # into packed-refs at once
+    assert maintenance.loose_refs(git_dir) == 1
+
+    state = maintenance.maintain(repository)  # 1 loose of 401 refs: under the share, left
+    assert state.refs_packed == 0 and maintenance.loose_refs(git_dir) == 1
+
+    for n in range(3):  # 4 of 404: over it
+        assert api.post("/streams", {"name": f"rest/{n}", "from": head}).status_code == 201
+    state = maintenance.maintain(repository)
+    assert state.refs_packed == 4 and maintenance.loose_refs(git_dir) == 0
+
+    head = api.write(head, {"g.txt": "g\n"}, "one more\n")
+    api.land(head)
+    assert maintenance.maintain(repository).refs_packed == 0 and maintenance.loose_refs(git_dir) == 1
+    assert git(git_dir, "rev-parse", "refs/heads/main").stdout.strip() == head
+    fsck(git_dir)

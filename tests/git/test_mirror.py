@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
 
 import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from repos.models import Changeset, Proposal, Repository
-from repos.services import refmirror, stores
+from repos.models import Changeset, Event, Proposal, Repository
+from repos.services import gitdir, refmirror, repositories, stores
 
 from .conftest import fsck, git
 
@@ -126,7 +127,7 @@ def test_recovery_rebuilds_a_lost_or_wrong_mirror_from_the_database(api):
 
 def test_every_repository_has_git_automatic_maintenance_off(api):
     git_dir = stores.repository_path("demo")
-    for key, value in refmirror.GIT_CONFIG.items():
+    for key, value in gitdir.GIT_CONFIG.items():
         assert git(git_dir, "config", "--get", key).stdout.strip() == value
     # An existing repository (made before this rule) gets the same config when first opened.
     git(git_dir, "config", "--unset", "gc.auto")
@@ -147,3 +148,67 @@ def test_a_head_whose_object_is_missing_does_not_stop_the_rest_of_the_mirror(api
 
     refs = refmirror.actual_refs(git_dir)
     assert refs["refs/heads/main"] == api.head("main") and "refs/heads/broken" not in refs
+
+
+def test_a_rebuild_after_the_last_one_repairs_what_changed_since_and_everything_on_demand(api):
+    base = api.write(None, {"a.txt": "a\n"}, "base\n")
+    api.land(base)
+    assert api.post("/streams", {"name": "topic/x", "from": base}).status_code == 201
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+    refmirror.rebuild(repository)  # the first one checks every ref and marks where it got to
+    ahead = api.write(base, {"a.txt": "ahead\n"}, "ahead\n")
+    api.land(ahead)
+    # The landing's mirror write lost (a crash right after its commit), and a stream that did not
+    # change damaged by hand.
+    (git_dir / "refs" / "heads" / "main").write_text(base + "\n")
+    (git_dir / "refs" / "heads" / "topic" / "x").write_text(ahead + "\n")
+
+    assert refmirror.rebuild(repository) == 1
+    assert git(git_dir, "rev-parse", "refs/heads/main").stdout.strip() == ahead
+    assert git(git_dir, "rev-parse", "refs/heads/topic/x").stdout.strip() == ahead  # not among what changed
+
+    call_command("agentgit_recover", "--full-mirror", stdout=io.StringIO())
+    assert git(git_dir, "rev-parse", "refs/heads/topic/x").stdout.strip() == base
+    assert refmirror.rebuild(repository) == 0
+
+    # The events since the mark pruned: only a full rebuild can tell what changed.
+    again = api.write(ahead, {"a.txt": "again\n"}, "again\n")
+    api.land(again)
+    (git_dir / "refs" / "heads" / "main").write_text(ahead + "\n")
+    (git_dir / "refs" / "heads" / "topic" / "x").write_text(again + "\n")
+    Event.objects.filter(repository=repository).delete()
+    refmirror.rebuild(repository)
+    assert refmirror.actual_refs(git_dir, (refmirror.HEADS,)) == {"refs/heads/main": again, "refs/heads/topic/x": base}
+
+
+def test_many_new_streams_are_written_into_packed_refs_at_once(api):
+    base = api.write(None, {"a.txt": "a\n"}, "base\n")
+    api.land(base)
+    git_dir = stores.repository_path("demo")
+    repository = Repository.objects.get(name="demo")
+    names = [f"bulk/{n:03d}" for n in range(refmirror.PACK_AT_LEAST + 8)]
+    # A loose ref left behind by an earlier stream of the same name (its removal lost): it
+    # would shadow the packed one.
+    (git_dir / "refs" / "heads" / "bulk").mkdir(parents=True)
+    (git_dir / "refs" / "heads" / "bulk" / "005").write_text(("0" * 39 + "1") + "\n")
+
+    created, refused = repositories.create_streams(repository, [(name, base) for name in names])
+
+    assert created == names and refused == {}
+    packed = (git_dir / "packed-refs").read_text().splitlines()
+    assert packed[0].startswith("# pack-refs with:") and " sorted" in packed[0]
+    assert packed[1:] == sorted(packed[1:], key=lambda line: line.split(" ", 1)[1].encode())
+    assert [line for line in packed if "refs/heads/bulk/" in line] == [f"{base} refs/heads/{name}" for name in names]
+    assert os.listdir(git_dir / "refs" / "heads" / "bulk") == ["005"]  # the stale one, made right
+    assert refmirror.actual_refs(git_dir, (refmirror.HEADS,)) == {
+        f"refs/heads/{name}": base for name in ["main", *names]
+    }
+    assert Event.objects.filter(
+        repository=repository, kind="stream.created", payload__stream__startswith="bulk/"
+    ).count() == len(names)
+    fsck(git_dir)
+    # Looked up as git does, by a binary search of the sorted file.
+    lookup = refmirror.PackedRefs(git_dir)
+    assert [lookup.get(f"refs/heads/{name}") for name in names] == [base] * len(names)
+    assert lookup.get("refs/heads/bulk") is None and lookup.get("refs/heads/zzz") is None

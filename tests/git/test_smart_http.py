@@ -169,6 +169,41 @@ def test_a_new_branch_is_a_new_stream_and_deleting_it_needs_admin(remote, rest, 
     assert default.returncode != 0 and "default stream" in default.stderr
 
 
+def test_a_push_of_many_new_branches_creates_every_stream_and_packs_their_refs(remote, rest, server):
+    remote.clone("many", "-q")
+    clone = remote.checkout("many")
+    base = _head(rest)
+    ahead = commit_file(clone, "many.txt", "many\n")
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/many/taken")
+    names = [f"many/b{n:03d}" for n in range(60)]
+    specs = [f"HEAD:refs/heads/{name}" for name in names]
+    # Refused each on its own, the rest created: a name under another pushed alongside it, a
+    # name under an existing stream (streams are git branches).
+    refused = ["HEAD:refs/heads/many/b000/under", f"{base}:refs/heads/many/taken/x"]
+
+    done = git(clone, "push", "origin", *specs, *refused, check=False)
+
+    assert done.returncode != 0
+    assert "created 60 streams, many/b000 to many/b059" in done.stderr
+    assert "'many/b000/under' cannot exist beside 'many/b000'" in done.stderr
+    assert "'many/taken/x' cannot exist beside 'many/taken'" in done.stderr
+    streams = rest.get_json(f"/repos/{REPO}/streams", limit=500)["streams"]
+    assert {stream["name"]: stream["head"] for stream in streams if stream["name"].startswith("many/b")} == {
+        name: ahead for name in names
+    }
+    directory = server.repository_dir(REPO)
+    packed = (directory / "packed-refs").read_text()
+    assert all(f"{ahead} refs/heads/{name}\n" in packed for name in names)
+    assert not (directory / "refs" / "heads" / "many" / "b000").exists()  # no loose file for each
+    listed = git(clone, "ls-remote", "--heads", "origin", "refs/heads/many/*").stdout
+    assert listed.count("refs/heads/many/b") == 60
+    fsck(directory)
+    # A landing on one of them writes its ref loose, which wins over the packed one.
+    landed = rest.write(REPO, ahead, {"one.txt": "one\n"}, "one")
+    rest.integrate(REPO, rest.open_proposal(REPO, landed, stream="many/b007")["id"])
+    assert git(directory, "rev-parse", "refs/heads/many/b007").stdout.strip() == landed
+
+
 def test_a_non_fast_forward_push_is_refused_with_what_to_do(remote, rest):
     remote.clone("nf", "-q")
     clone = remote.checkout("nf")

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         for repository in tqdm(targets, desc="maintaining", unit="repository", disable=None):
             state = maintenance.maintain(repository, force=options["force"])
             self.stdout.write(
-                f"{state.repository}: {state.outcome} in {state.duration_s:.2f} s; loose objects "
+                f"{state.repository}: {state.outcome} in {state.duration_s:.3f} s; loose objects "
                 f"{state.loose_before} -> {state.loose_after}, packs {state.packs_before} -> {state.packs_after}"
                 + (f"; {state.error.strip()}" if state.error else "")
             )

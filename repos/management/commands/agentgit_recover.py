@@ -16,6 +16,14 @@ from repos.services import integration, refmirror
 class Command(BaseCommand):
     help = "Land the integrations a crash left queued and derive every head's missing data."
 
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--full-mirror",
+            action="store_true",
+            help="check every ref of the mirrors, not only those of what changed since the last rebuild "
+            "(after refs were changed or removed by hand)",
+        )
+
     def handle(self, *args, **options) -> None:
         # Deriving a long history after an upgrade takes a while: a bar per stream, on a terminal.
         bars: dict[str, tqdm] = {}
@@ -32,7 +40,7 @@ class Command(BaseCommand):
 
         recovery = integration.recover(progress)
         # The ref mirror follows the database, whatever a crash left on disk.
-        refs = refmirror.rebuild_all()
+        refs = refmirror.rebuild_all(everything=options["full_mirror"])
         self.stdout.write(
             f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived, "
             f"{refs} mirrored ref(s) repaired"
