@@ -5,8 +5,8 @@ is the real ``agentgit runner`` (a subprocess, this checkout's client) running
 ``sh -c 'sleep S; test ! -d bad'``: one change in five writes a file under ``bad/`` and fails it.
 A change's time runs from its integrate call to its landing or its refusal. Counted from the
 server's record after the run: check runs (the runner's ``finished`` lines), batches (distinct
-trees asked for) and bisections (a request whose proposals are a proper prefix of an earlier
-request's: a failed batch tested again by halves).
+trees asked for, from the runner's record of each request) and bisections (a request whose
+proposals are a proper prefix of an earlier request's: a failed batch tested again by halves).
 
 Invariants (a broken one is a problem of the row): every good change landed; no bad change
 reached main's history (its log walked, each changeset's tree looked at for ``bad/``); every bad
@@ -201,22 +201,20 @@ def run_checks(
     finally:
         runner.stop()
     run = CheckRun(agents, check_s, elapsed, [c for own in plan for c in own])
-    run.runs = sum(1 for line in runner.log().splitlines() if line.startswith("{") and '"finished"' in line)
+    log = runner.log()
+    run.runs = sum(1 for line in log.splitlines() if line.startswith("{") and '"finished"' in line)
+    requests = _requests(log)
     with ApiClient(url, token) as client:
-        requests = _requests(client, repo)
         run.batches = len({request["tree"] for request in requests})
         run.bisections = _bisections(requests)
         run.problems = _broken(client, repo, run)
     return run
 
 
-def _requests(client: ApiClient, repo: str) -> list[dict]:
-    """Every ``check.requested`` payload, in order (the feed read to its end)."""
-    response = client.request(
-        "GET", f"/repos/{repo}/events", params={"kinds": "check.requested", "timeout": 0},
-        headers={"Accept": "text/event-stream"},
-    )  # fmt: skip
-    return [json.loads(line[len("data:") :]) for line in response.text.splitlines() if line.startswith("data:")]
+def _requests(runner_log: str) -> list[dict]:
+    """The runner's record of each ``check.requested`` it took up (started or skipped), in order."""
+    records = [json.loads(line) for line in runner_log.splitlines() if line.startswith("{")]
+    return [record for record in records if record["event"] in ("started", "skipped")]
 
 
 def _bisections(requests: list[dict]) -> int:

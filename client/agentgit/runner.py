@@ -149,6 +149,8 @@ class Request:
     event: int
     tree: str
     changeset: str
+    #: The queued proposals the tree is the result of, in order (what the gate said).
+    proposals: tuple[int, ...] = ()
 
 
 class Runner:
@@ -215,7 +217,8 @@ class Runner:
         if self.settings.name not in names or not isinstance(tree, str) or not isinstance(changeset, str):
             self._finish(event.id)
             return
-        pool.submit(self._guarded, Request(event.id, tree, changeset))
+        proposals = tuple(p for p in data.get("proposals") or [] if isinstance(p, int))
+        pool.submit(self._guarded, Request(event.id, tree, changeset, proposals))
 
     def _finish(self, event_id: int) -> None:
         with self._lock:
@@ -418,7 +421,9 @@ class Runner:
         """One line on standard error: text, or a JSON object with ``--json``."""
         record: dict[str, Any] = {"event": what, "name": self.settings.name}
         if request is not None:
-            record.update(tree=request.tree, changeset=request.changeset, request=request.event)
+            record.update(
+                tree=request.tree, changeset=request.changeset, request=request.event, proposals=list(request.proposals)
+            )
         record.update(facts)
         if self.settings.as_json:
             self._echo(json.dumps(record, sort_keys=True))
