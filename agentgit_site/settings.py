@@ -103,6 +103,10 @@ AGENTGIT: dict[str, Any] = {
     # each server process after an event commits, at most this often. Env:
     # AGENTGIT_EVENT_PRUNE_EVERY_S. Default: an hour.
     "EVENT_PRUNE_EVERY_S": _env_int("AGENTGIT_EVENT_PRUNE_EVERY_S", 3600),
+    # Count every SQL statement into agentgit_sql_statements_total (GET /metrics), for
+    # ``agentgit_bench cost``. Off (the default), nothing is installed and nothing is counted.
+    # Env: AGENTGIT_COUNT_STATEMENTS.
+    "COUNT_STATEMENTS": _env_bool("AGENTGIT_COUNT_STATEMENTS", False),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")

@@ -25,6 +25,7 @@ from tests.deployment import MODES
 
 from . import (
     candidates,
+    cost_bench,
     cycle,
     engine_bench,
     events_bench,
@@ -320,6 +321,38 @@ def _landing_run(options: dict[str, Any], log: Log) -> Results:
     return Results(landing_cost.format_landing_cost(rows), {"rows": rows}, landing_cost.landing_cost_markdown(rows))
 
 
+# ------------------------------------------------------------------------------ cost
+
+
+def _cost_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--modes", type=choices(MODES), default=list(MODES), help="embedded and/or production (default: both)"
+    )
+    parser.add_argument(
+        "--landings", type=positive, default=50, help="sequential one-file landings per pass (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--agents", type=int, default=50, help="agents of the landing scenario (0: skip it; default: %(default)s)"
+    )
+    parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
+    parser.add_argument("--server-workers", type=positive, default=cycle.DEFAULT_SERVER_WORKERS)
+
+
+def _cost_run(options: dict[str, Any], log: Log) -> Results:
+    data = _in_steps(
+        lambda step: cost_bench.run_cost(
+            modes=options["modes"],
+            landings=options["landings"],
+            agents=options["agents"],
+            changes=options["changes"],
+            server_workers=options["server_workers"],
+            log=lambda text: (log(text), step(text.split(":")[0])),
+        )
+    )
+    table = cost_bench.format_cost(data)
+    return Results(table, data, table)
+
+
 # ------------------------------------------------------------------------------ resolution
 
 
@@ -529,6 +562,13 @@ SUITES: dict[str, Suite] = {
             "requests and bytes per landing of a two-file change: the separate endpoints against one call",
             _landing_arguments,
             _landing_run,
+        ),
+        Suite(
+            "cost",
+            "fsyncs, SQL statements and server CPU (in machine probes) per one-file landing, sequential "
+            "and under the 50-agent landing scenario, embedded and production",
+            _cost_arguments,
+            _cost_run,
         ),
         Suite(
             "resolution",
