@@ -2,7 +2,7 @@
 
 One :class:`Suite` per subcommand, in :data:`SUITES`. A suite declares its own options
 (``add_arguments``) and turns them into :class:`Results` (``run``); the management command
-(repos/management/commands/agentgit_bench.py) only builds the parser from this table, prints
+(benchmarks/management/commands/agentgit_bench.py) only builds the parser from this table, prints
 the table it gets back, writes ``--json``/``--markdown``, and turns :class:`BenchmarkFailed`
 (a row whose check failed) into a failing exit, after the table, with no result file written.
 
@@ -339,16 +339,21 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cost_run(options: dict[str, Any], log: Log) -> Results:
-    data = _in_steps(
-        lambda step: cost_bench.run_cost(
+    def run(step: Callable[[str], None]) -> dict[str, Any]:
+        def progress(text: str) -> None:
+            log(text)
+            step(text.split(":")[0])
+
+        return cost_bench.run_cost(
             modes=options["modes"],
             landings=options["landings"],
             agents=options["agents"],
             changes=options["changes"],
             server_workers=options["server_workers"],
-            log=lambda text: (log(text), step(text.split(":")[0])),
+            log=progress,
         )
-    )
+
+    data = _in_steps(run)
     table = cost_bench.format_cost(data)
     return Results(table, data, table)
 

@@ -59,10 +59,15 @@ class Job:
     retry: Retry = Retry()
 
 
+def jobs_run_in_process() -> bool:
+    """Whether after-commit jobs run in this process (no broker: the embedded default)."""
+    return bool(settings.CELERY_TASK_ALWAYS_EAGER)
+
+
 def after_commit(job: Job, *args: object) -> None:
     """Run ``job.run(*args)`` once the current transaction commits (at once outside one):
     on the worker pool when there is a broker, else in this process; retried alike."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if jobs_run_in_process():
         transaction.on_commit(lambda: run_in_process(job, args))
     else:
         transaction.on_commit(lambda: celery_app.send_task(job.name, args=args))

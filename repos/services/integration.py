@@ -64,12 +64,13 @@ User = get_user_model()
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
 
 
-def request_integration(proposal: Proposal) -> Operation:
+def request_integration(proposal: Proposal, *, enqueue: bool = True) -> Operation:
     """The operation integrating ``proposal``: its last finished one, or a queued one.
 
     Integrating a proposal that already landed (or conflicted) answers the first outcome again;
     asking while one is queued joins it. A closed proposal is refused (and never landed: the
-    landing checks again, for one closed while queued).
+    landing checks again, for one closed while queued). ``enqueue=False``: the caller lands the
+    stream's queue itself, in its transaction (a one-call landing without workers).
     """
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
@@ -82,7 +83,8 @@ def request_integration(proposal: Proposal) -> Operation:
             operation = _INSERT_OPERATION.run(
                 Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
             )
-            _enqueue_on_commit(proposal.stream_id)
+            if enqueue:
+                _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
         operation = Operation.objects.get(proposal=proposal, state=Operation.State.QUEUED)
         # Asking again also drives the landing: the first landing may have failed (a lost
@@ -343,7 +345,9 @@ def _land_once(stream_id: int, batch_size: int) -> int:
         if integration is not None and integration.outcome != Outcome.CONFLICT
     ]
     if head != stream.head or integrated:
-        refmirror.follow_landing(repository, stream.name, integrated)
+        # After the commit: at once, unless a caller's transaction holds the landing (one-call
+        # landing without workers), whose commit is the landing's.
+        transaction.on_commit(lambda: refmirror.follow_landing(repository, stream.name, integrated))
     return len(operations)
 
 
