@@ -175,6 +175,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Redoc's files, so /api/v1/docs needs no CDN
     "repos",
+    # Only for ``manage.py agentgit_bench`` (benchmarks/management/commands): the benchmarks
+    # import the server's code, never the reverse (tests/test_architecture.py).
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

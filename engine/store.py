@@ -27,7 +27,6 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from hashlib import sha1
-from typing import TYPE_CHECKING
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (
@@ -36,6 +35,7 @@ from .objects import (
     OBJECT_TYPES,
     TREE,
     Commit,
+    GraphNode,
     ObjectId,
     Tree,
     decode_commit,
@@ -44,9 +44,6 @@ from .objects import (
     hash_object,
     object_header,
 )
-
-if TYPE_CHECKING:  # engine.graph imports this module; the memo's values are its nodes
-    from .graph import GraphNode
 
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
 DEFAULT_TREE_CACHE_ENTRIES = 500_000
