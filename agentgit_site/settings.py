@@ -94,6 +94,9 @@ AGENTGIT: dict[str, Any] = {
     # loose objects or packs.
     "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
     "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
+    # Every write of objects is a pack; once a repository holds this many, the write asks for git's
+    # geometric repack of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
+    "ROLL_UP_PACKS": _env_int("AGENTGIT_ROLL_UP_PACKS", 16),
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),

@@ -250,6 +250,29 @@ class Insert(_NewRows, Generic[M]):
         return obj
 
 
+class InsertUnlessPresent(Insert[M]):
+    """``InsertUnlessPresent(Changeset).run(Changeset(...))``: as :class:`Insert`, but a row that
+    would break a unique constraint is left out and ``run`` answers None, in the same one
+    statement (``ON CONFLICT DO NOTHING``): no savepoint to roll back to, as catching
+    ``IntegrityError`` inside a transaction needs."""
+
+    def _write_sql(self, connection, table: str) -> str:
+        pk = _column(connection, self.model._meta.pk)  # type: ignore[arg-type]  # every model has one
+        insert = self._insert_sql(connection, table, OnConflict.IGNORE)
+        suffix = connection.ops.on_conflict_suffix_sql(self._fields, OnConflict.IGNORE, None, None)
+        return f"{insert} {suffix} RETURNING {pk}".replace("  ", " ")
+
+    def run(self, obj: M) -> M | None:  # type: ignore[override]  # None: the row was there
+        using = router.db_for_write(self.model, instance=obj)
+        _rowcount, row = self._execute(using, self._values(obj, connections[using]))
+        if row is None:
+            return None
+        obj.pk = row[0]
+        obj._state.adding = False
+        obj._state.db = using
+        return obj
+
+
 class InsertMany(_NewRows):
     """``InsertMany(PathChange).run([PathChange(...), ...])``: new rows, one statement run for
     each (``executemany``); a row that would break a unique constraint is left out, as

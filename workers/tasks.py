@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import events, integration, maintenance, refmirror
+from repos.services import events, integration, maintenance, packs, refmirror
 from repos.services.dispatch import Job
 
 
@@ -32,6 +32,8 @@ def task_for(job: Job):
 land_stream = task_for(integration.LAND_STREAM)
 #: Derive the heads a landing left underived.
 derive_missing = task_for(integration.DERIVE_MISSING)
+#: Fold a repository's small packs into one (a write found too many).
+roll_up_packs = task_for(packs.ROLL_UP)
 
 
 @shared_task(name="workers.tasks.recover")

@@ -64,13 +64,12 @@ User = get_user_model()
 _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
 
 
-def request_integration(proposal: Proposal, *, enqueue: bool = True) -> Operation:
+def request_integration(proposal: Proposal) -> Operation:
     """The operation integrating ``proposal``: its last finished one, or a queued one.
 
     Integrating a proposal that already landed (or conflicted) answers the first outcome again;
     asking while one is queued joins it. A closed proposal is refused (and never landed: the
-    landing checks again, for one closed while queued). ``enqueue=False``: the caller lands the
-    stream's queue itself, in its transaction (a one-call landing without workers).
+    landing checks again, for one closed while queued).
     """
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
@@ -83,8 +82,7 @@ def request_integration(proposal: Proposal, *, enqueue: bool = True) -> Operatio
             operation = _INSERT_OPERATION.run(
                 Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
             )
-            if enqueue:
-                _enqueue_on_commit(proposal.stream_id)
+            _enqueue_on_commit(proposal.stream_id)
     except IntegrityError:  # one is queued already (the partial unique constraint)
         operation = Operation.objects.get(proposal=proposal, state=Operation.State.QUEUED)
         # Asking again also drives the landing: the first landing may have failed (a lost
@@ -94,6 +92,18 @@ def request_integration(proposal: Proposal, *, enqueue: bool = True) -> Operatio
 
 
 _INSERT_OPERATION = Insert(Operation)
+
+
+def queue_opened(proposal: Proposal, *, enqueue: bool = True) -> Operation:
+    """The queued operation of a proposal opened in the caller's transaction: none can exist yet,
+    so no savepoint for request_integration's one-queued constraint. ``enqueue=False``: the
+    caller lands the stream's queue itself, in its transaction (a one-call landing without workers)."""
+    operation = _INSERT_OPERATION.run(
+        Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
+    )
+    if enqueue:
+        _enqueue_on_commit(proposal.stream_id)
+    return operation
 
 
 def closed_refusal(proposal: Proposal) -> WrongState:

@@ -65,7 +65,7 @@ def land(
         title = (message.strip().splitlines() or [""])[0][:_TITLE_LENGTH]
         proposal = proposals.open_on(repository, target, changeset.commit_id, title, credential)
         landing_here = jobs_run_in_process()
-        operation = integration.request_integration(proposal, enqueue=not landing_here)
+        operation = integration.queue_opened(proposal, enqueue=not landing_here)
         if landing_here:
             # No workers: land in this transaction, so the changeset, the proposal and their
             # landing are one commit (one fsync of the database, not two), as a worker would
