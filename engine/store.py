@@ -25,8 +25,9 @@ import threading
 import zlib
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from hashlib import sha1
+from typing import Any, TypeVar
 
 from .errors import ObjectMissing, WrongObjectType
 from .objects import (
@@ -43,6 +44,8 @@ from .objects import (
     encode_tree,
     hash_object,
 )
+
+T = TypeVar("T")
 
 #: Default budget of the parsed-tree cache, in tree entries (about 150 bytes each in CPython).
 DEFAULT_TREE_CACHE_ENTRIES = 500_000
@@ -371,21 +374,33 @@ class DiskStore(ObjectStore):
         os.makedirs(self._pack_dir, exist_ok=True)
         self._odb = pygit2.Odb(self._objects_dir)
 
+    def _reopened(self, call: Callable[[Any], T]) -> T:
+        """``call(odb)``; if a pack it knew of was removed meanwhile (a repack by another process
+        folded it into a new one: libgit2 answers "invalid packfile"), once more on the pack
+        directory as it is now, as git re-reads its packs when one disappears."""
+        try:
+            return call(self._odb)
+        except OSError:
+            import pygit2
+
+            self._odb = pygit2.Odb(self._objects_dir)
+            return call(self._odb)
+
     def contains(self, oid: ObjectId) -> bool:
         # On a miss libgit2 rescans the pack directory, so packs written since (by this
         # or another process) are found.
-        return oid in self._odb
+        return self._reopened(lambda odb: oid in odb)
 
     def kind(self, oid: ObjectId) -> str | None:
         try:
-            number, _size = self._odb.read_header(oid)
+            number, _size = self._reopened(lambda odb: odb.read_header(oid))
         except KeyError:  # pygit2's NotFoundError is a KeyError
             return None
         return _NUMBER_KIND[number]
 
     def _read_raw(self, oid: ObjectId) -> tuple[str, bytes] | None:
         try:
-            number, data = self._odb.read(oid)
+            number, data = self._reopened(lambda odb: odb.read(oid))
         except KeyError:
             return None
         return _NUMBER_KIND[number], data
