@@ -97,6 +97,9 @@ AGENTGIT: dict[str, Any] = {
     # loose objects or packs.
     "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
     "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
+    # Every write of objects is a pack; once a repository holds this many, the write asks for git's
+    # geometric repack of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
+    "ROLL_UP_PACKS": _env_int("AGENTGIT_ROLL_UP_PACKS", 16),
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),
@@ -109,6 +112,10 @@ AGENTGIT: dict[str, Any] = {
     # A webhook delivery's limit on connecting and on each read of the answer, in seconds
     # (repos.services.webhooks). Env: AGENTGIT_WEBHOOK_TIMEOUT_S.
     "WEBHOOK_TIMEOUT_S": _env_int("AGENTGIT_WEBHOOK_TIMEOUT_S", 10),
+    # Count every SQL statement into agentgit_sql_statements_total (GET /metrics), for
+    # ``agentgit_bench cost``. Off (the default), nothing is installed and nothing is counted.
+    # Env: AGENTGIT_COUNT_STATEMENTS.
+    "COUNT_STATEMENTS": _env_bool("AGENTGIT_COUNT_STATEMENTS", False),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")
@@ -178,6 +185,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Redoc's files, so /api/v1/docs needs no CDN
     "repos",
+    # Only for ``manage.py agentgit_bench`` (benchmarks/management/commands): the benchmarks
+    # import the server's code, never the reverse (tests/test_architecture.py).
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -6,8 +6,8 @@ publisher sends ``pushes`` pushes at ``rate`` a second, each one event of a real
 stamped with its send time; every listener reports each push's delay (receive time minus send
 time) and its own CPU, first while pushes arrive, then idle for ``idle_s``.
 
-* ``socket``: the embedded default's datagram socket per process (repos.services.relay.SocketTransport);
-* ``redis``: production's Channels layer, channels-redis pub/sub (repos.services.relay.LayerTransport);
+* ``socket``: the embedded default's datagram socket per process (repos.services.transports.SocketTransport);
+* ``redis``: production's Channels layer, channels-redis pub/sub (repos.services.transports.LayerTransport);
 * ``notify``: PostgreSQL ``LISTEN``/``NOTIFY`` (:class:`NotifyTransport` below; not a transport
   the server offers, only measured);
 * ``poll``: one outbox poll per process every ``relay.POLL_S`` (the delay is the poll's; its idle
@@ -62,12 +62,12 @@ class NotifyTransport:
 
 
 def _transport(candidate: str, config: dict) -> Any:
-    from repos.services import relay
+    from repos.services import transports
 
     if candidate == "socket":
-        return relay.SocketTransport(Path(config["relay_dir"]))
+        return transports.SocketTransport(Path(config["relay_dir"]))
     if candidate == "redis":
-        return relay.LayerTransport()
+        return transports.LayerTransport()
     return NotifyTransport(config["database"])
 
 

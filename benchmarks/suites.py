@@ -2,7 +2,7 @@
 
 One :class:`Suite` per subcommand, in :data:`SUITES`. A suite declares its own options
 (``add_arguments``) and turns them into :class:`Results` (``run``); the management command
-(repos/management/commands/agentgit_bench.py) only builds the parser from this table, prints
+(benchmarks/management/commands/agentgit_bench.py) only builds the parser from this table, prints
 the table it gets back, writes ``--json``/``--markdown``, and turns :class:`BenchmarkFailed`
 (a row whose check failed) into a failing exit, after the table, with no result file written.
 
@@ -25,6 +25,7 @@ from tests.deployment import MODES
 
 from . import (
     candidates,
+    cost_bench,
     cycle,
     engine_bench,
     events_bench,
@@ -377,6 +378,43 @@ def _policy_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, data, table)
 
 
+# ------------------------------------------------------------------------------ cost
+
+
+def _cost_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--modes", type=choices(MODES), default=list(MODES), help="embedded and/or production (default: both)"
+    )
+    parser.add_argument(
+        "--landings", type=positive, default=50, help="sequential one-file landings per pass (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--agents", type=int, default=50, help="agents of the landing scenario (0: skip it; default: %(default)s)"
+    )
+    parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
+    parser.add_argument("--server-workers", type=positive, default=cycle.DEFAULT_SERVER_WORKERS)
+
+
+def _cost_run(options: dict[str, Any], log: Log) -> Results:
+    def run(step: Callable[[str], None]) -> dict[str, Any]:
+        def progress(text: str) -> None:
+            log(text)
+            step(text.split(":")[0])
+
+        return cost_bench.run_cost(
+            modes=options["modes"],
+            landings=options["landings"],
+            agents=options["agents"],
+            changes=options["changes"],
+            server_workers=options["server_workers"],
+            log=progress,
+        )
+
+    data = _in_steps(run)
+    table = cost_bench.format_cost(data)
+    return Results(table, data, table)
+
+
 # ------------------------------------------------------------------------------ resolution
 
 
@@ -599,6 +637,13 @@ SUITES: dict[str, Suite] = {
             "server CPU a landing's policy judgment adds (approvals and CODEOWNERS) on a big repository (issue 23)",
             _policy_arguments,
             _policy_run,
+        ),
+        Suite(
+            "cost",
+            "fsyncs, SQL statements and server CPU (in machine probes) per one-file landing, sequential "
+            "and under the 50-agent landing scenario, embedded and production",
+            _cost_arguments,
+            _cost_run,
         ),
         Suite(
             "resolution",

@@ -20,22 +20,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 from itertools import count
-from typing import NamedTuple
 
 from .errors import WrongObjectType
-from .objects import COMMIT, ObjectId, check_object_id, commit_parents_and_time
+from .objects import COMMIT, GraphNode, ObjectId, check_object_id, commit_parents_and_time
 from .store import ObjectStore
 
 __all__ = ["GraphNode", "graph_node", "known_nodes", "remember_nodes", "generation", "is_ancestor", "merge_bases"]
-
-
-class GraphNode(NamedTuple):
-    """What the graph walks need to know about one commit (memoized per store)."""
-
-    generation: int
-    parents: tuple[ObjectId, ...]
-    #: Committer time in seconds since the epoch: git's tie-breaker between equal generations.
-    time: int
 
 
 def graph_node(store: ObjectStore, oid: ObjectId) -> GraphNode:

@@ -209,6 +209,16 @@ def decode_commit(raw: bytes) -> Commit:
     return Commit(tree, tuple(parents), author, committer, message.decode("utf-8", "surrogateescape"))
 
 
+class GraphNode(NamedTuple):
+    """What the commit graph's walks (engine.graph) need to know about one commit, memoized per
+    store (engine.store keeps the memo; both import it from here)."""
+
+    generation: int
+    parents: tuple[ObjectId, ...]
+    #: Committer time in seconds since the epoch: git's tie-breaker between equal generations.
+    time: int
+
+
 def commit_parents_and_time(raw: bytes) -> tuple[tuple[ObjectId, ...], int] | None:
     """A commit's parents and committer time, sliced from its header; None if unusual.
 

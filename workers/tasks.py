@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import events, integration, maintenance, refmirror, webhooks
+from repos.services import events, integration, maintenance, packs, refmirror, webhooks
 from repos.services.dispatch import Job
 
 
@@ -36,6 +36,8 @@ derive_missing = task_for(integration.DERIVE_MISSING)
 pump_webhooks = task_for(webhooks.PUMP)
 #: … and send each, retried with backoff while the receiver fails.
 send_webhook = task_for(webhooks.SEND)
+#: Fold a repository's small packs into one (a write found too many).
+roll_up_packs = task_for(packs.ROLL_UP)
 
 
 @shared_task(name="workers.tasks.recover")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from django.db import IntegrityError, transaction
-
 from engine import changeset as engine_changeset
 from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
@@ -14,10 +12,11 @@ from engine.renames import detect_renames
 from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
 
 from ..errors import Invalid, NotFound, from_engine
-from ..lookups import Insert
+from ..lookups import InsertUnlessPresent
 from ..models import Changeset, Credential, Repository
 from . import refmirror
 from .credentials import require_paths
+from .packs import roll_up_when_due
 from .repositories import resolve_rev
 from .stores import store_for
 
@@ -34,12 +33,16 @@ def upload_blob(repository: Repository, data: bytes, expected_id: str | None = N
     if store.contains(oid):
         return oid, False
     store.add(BLOB, data)
+    roll_up_when_due(repository.name, store)
     return oid, True
 
 
 def upload_blobs(repository: Repository, contents: list[bytes]) -> list[str]:
-    """Store several blobs as one batch (one pack, one fsync on disk)."""
-    return store_for(repository.name).add_many((BLOB, data) for data in contents)
+    """Store several blobs as one batch (one pack on disk)."""
+    store = store_for(repository.name)
+    ids = store.add_many((BLOB, data) for data in contents)
+    roll_up_when_due(repository.name, store)
+    return ids
 
 
 def read_blob(repository: Repository, oid: str) -> bytes:
@@ -178,26 +181,24 @@ def create_changeset(
         raise from_engine(error, missing=Invalid) from None
     commit = store.read_commit(commit_id)
     refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
-    try:
-        with transaction.atomic():
-            return _INSERT_CHANGESET.run(
-                Changeset(
-                    repository=repository,
-                    commit_id=commit_id,
-                    parents=list(commit.parents),
-                    tree=commit.tree,
-                    message=message,
-                    operations=normalized,
-                    provenance=provenance,
-                    credential=credential,
-                )
-            )
-    except IntegrityError:
-        # The same changeset again (same parent, operations, message, author and second).
+    roll_up_when_due(repository.name, store)
+    row = Changeset(
+        repository=repository,
+        commit_id=commit_id,
+        parents=list(commit.parents),
+        tree=commit.tree,
+        message=message,
+        operations=normalized,
+        provenance=provenance,
+        credential=credential,
+    )
+    recorded = _INSERT_CHANGESET.run(row)
+    if recorded is None:  # the same changeset again (same parent, operations, message, author and second)
         return Changeset.objects.get(repository=repository, commit_id=commit_id)
+    return recorded
 
 
-_INSERT_CHANGESET = Insert(Changeset)
+_INSERT_CHANGESET = InsertUnlessPresent(Changeset)
 
 
 def get_changeset(repository: Repository, commit_id: str) -> Changeset:

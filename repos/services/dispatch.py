@@ -68,10 +68,15 @@ class Job:
     detached: bool = False
 
 
+def jobs_run_in_process() -> bool:
+    """Whether after-commit jobs run in this process (no broker: the embedded default)."""
+    return bool(settings.CELERY_TASK_ALWAYS_EAGER)
+
+
 def after_commit(job: Job, *args: object) -> None:
     """Run ``job.run(*args)`` once the current transaction commits (at once outside one):
     on the worker pool when there is a broker, else in this process; retried alike."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if jobs_run_in_process():
         run = _on_a_thread if job.detached else run_in_process
         transaction.on_commit(lambda: run(job, args))
     else:

@@ -29,6 +29,7 @@ from django.utils import timezone
 from ..errors import Invalid
 from ..lookups import Insert
 from ..models import Credential, Event, Repository
+from .transports import Message, publish_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,6 @@ KINDS = (
 
 #: One event as both feeds send it (the WebSocket's JSON text; SSE's id, event and data lines):
 #: ``{"id": seq, "event": kind, "data": payload + {"seq", "created"}}``.
-Message = dict[str, Any]
 
 #: Most changed paths an event lists; beyond, ``paths_truncated`` is true.
 MAX_PATHS = 100
@@ -100,8 +100,6 @@ def author(credential: Credential | None) -> dict[str, str] | None:
 
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     """Record an event; must run inside the caller's transaction. It is pushed once that commits."""
-    from .relay import publish_on_commit  # the relay reads the outbox through this module
-
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events are written in the transaction of the change they announce")
     # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
@@ -125,8 +123,6 @@ def append_events(repository: Repository, kind: str, payloads: list[dict]) -> No
     """:func:`append_event` for many events of one kind at once (a push creating thousands of
     streams): one UPDATE hands out their sequence numbers, one INSERT writes them. The same
     rows, numbers and pushes as one :func:`append_event` each, in the order given."""
-    from .relay import publish_on_commit
-
     if not payloads:
         return
     if not transaction.get_connection().in_atomic_block:

@@ -98,6 +98,18 @@ def request_integration(proposal: Proposal, *, bypass: dict | None = None) -> Op
 _INSERT_OPERATION = Insert(Operation)
 
 
+def queue_opened(proposal: Proposal, *, enqueue: bool = True) -> Operation:
+    """The queued operation of a proposal opened in the caller's transaction: none can exist yet,
+    so no savepoint for request_integration's one-queued constraint. ``enqueue=False``: the
+    caller lands the stream's queue itself, in its transaction (a one-call landing without workers)."""
+    operation = _INSERT_OPERATION.run(
+        Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
+    )
+    if enqueue:
+        _enqueue_on_commit(proposal.stream_id)
+    return operation
+
+
 def closed_refusal(proposal: Proposal) -> WrongState:
     return WrongState(f"proposal {proposal.pk} is closed: reopen it (POST .../reopen) to integrate it")
 
@@ -388,7 +400,9 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         if integration is not None and integration.outcome != Outcome.CONFLICT
     ]
     if head != stream.head or integrated:
-        refmirror.follow_landing(repository, stream.name, integrated)
+        # After the commit: at once, unless a caller's transaction holds the landing (one-call
+        # landing without workers), whose commit is the landing's.
+        transaction.on_commit(lambda: refmirror.follow_landing(repository, stream.name, integrated))
     return len(results), again
 
 

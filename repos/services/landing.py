@@ -2,8 +2,9 @@
 
 The same three services as the separate endpoints (content, proposals, integration), in one
 transaction: a refused changeset or an unknown stream leaves no proposal behind, and the
-integration goes through the landing queue like every other (it lands when the transaction
-commits). The caller waits for the operation as the integrate endpoint does.
+integration goes through the landing queue like every other (with workers, it lands when the
+transaction commits; without, in the same transaction). The caller waits for the operation as
+the integrate endpoint does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..errors import Invalid
 from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals
 from .credentials import require_stream
+from .dispatch import jobs_run_in_process
 from .repositories import get_stream
 
 #: ``parent`` when the request has none: the stream's head.
@@ -63,8 +65,12 @@ def land(
             credential=credential,
         )
         title = (message.strip().splitlines() or [""])[0][:_TITLE_LENGTH]
-        proposal = proposals.open_proposal(
-            repository, stream=target.name, head=changeset.commit_id, title=title, credential=credential
-        )
-        operation = integration.request_integration(proposal)
+        proposal = proposals.open_on(repository, target, changeset.commit_id, title, credential)
+        landing_here = jobs_run_in_process()
+        operation = integration.queue_opened(proposal, enqueue=not landing_here)
+        if landing_here:
+            # No workers: land in this transaction, so the changeset, the proposal and their
+            # landing are one commit (one fsync of the database, not two), as a worker would
+            # land it right after ours committed (docs/adr/0015).
+            integration.land_stream(target.pk)
     return Landing(changeset, proposal, operation)

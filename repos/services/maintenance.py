@@ -30,7 +30,6 @@ summarised with the current counts by :func:`repack_state` for ``/metrics``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -44,12 +43,12 @@ from django.conf import settings
 
 from ..models import Repository
 from . import content, metrics, refmirror
+from .packs import exclusive
 from .stores import repository_path
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "agentgit-maintenance.json"
-LOCK_FILE = "agentgit-maintenance.lock"
 #: A push quarantine older than this belongs to a push whose server died.
 STALE_QUARANTINE_S = 3600
 
@@ -87,7 +86,7 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
     config = settings.AGENTGIT
     state = RepackState(repository.name, "skipped", time.time(), 0.0, loose, loose, packs, packs)
     due = force or loose >= config["REPACK_LOOSE_OBJECTS"] or packs >= config["REPACK_PACKS"]
-    with _exclusive(git_dir) as held:
+    with exclusive(git_dir) as held:
         if not held:
             return state
         try:
@@ -149,20 +148,6 @@ def pack_refs_if_due(git_dir: Path) -> int:
         return 0
     refmirror.git(git_dir, "pack-refs", "--all", "--prune")
     return loose
-
-
-@contextlib.contextmanager
-def _exclusive(git_dir: Path):
-    fd = os.open(git_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _remove_stale_quarantines(git_dir: Path) -> None:

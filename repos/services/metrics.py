@@ -21,6 +21,8 @@ Counted where it happens (the ``observe_*`` functions and the counters below):
     agentgit_event_relay_lag_seconds                       (histogram) from an event's creation to
                                                            a server process's relay receiving it
     agentgit_object_cache_lookups_total{cache,result}      the engine's parsed tree and commit caches
+    agentgit_sql_statements_total                          SQL statements run, only when
+                                                           AGENTGIT_COUNT_STATEMENTS=1 (a benchmark's)
 
 Read at scrape time, from the database, in bounded time (an index on queued operations; never
 a count over a whole table):
@@ -117,6 +119,9 @@ CACHE_LOOKUPS = Counter(
     "agentgit_object_cache_lookups", "Lookups of the engine's parsed-object caches.", ["cache", "result"],
     registry=None,
 )  # fmt: skip
+SQL_STATEMENTS = Counter(
+    "agentgit_sql_statements", "SQL statements run (only with AGENTGIT_COUNT_STATEMENTS=1).", registry=None
+)
 
 #: The cache lookups already added to CACHE_LOOKUPS (CACHE_STATS counts them in the engine).
 _cache_reported: dict[tuple[str, bool], int] = {}
@@ -193,6 +198,25 @@ def _report_cache_lookups() -> None:
             if new:
                 CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc(new)
                 _cache_reported[cache, hit] = total
+
+
+def _count_statement(execute: Callable, sql: str, params: object, many: bool, context: dict) -> object:
+    SQL_STATEMENTS.inc()
+    return execute(sql, params, many, context)
+
+
+def _count_on(connection: object, **_kwargs: object) -> None:
+    wrappers = connection.execute_wrappers  # type: ignore[attr-defined]
+    if _count_statement not in wrappers:  # a connection object outlives its reconnections
+        wrappers.append(_count_statement)
+
+
+def count_statements() -> None:
+    """Count every SQL statement of this process's connections into SQL_STATEMENTS (called at
+    start-up when AGENTGIT["COUNT_STATEMENTS"] is on: nothing is wrapped otherwise)."""
+    from django.db.backends.signals import connection_created
+
+    connection_created.connect(_count_on, dispatch_uid="agentgit-count-statements")
 
 
 # -- read at scrape time ----------------------------------------------------------------------

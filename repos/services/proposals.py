@@ -16,7 +16,7 @@ from engine.conflicts import ConflictDetail, conflict_package
 
 from ..errors import Invalid, NotFound, WrongState
 from ..lookups import Insert, Lookup
-from ..models import Credential, Proposal, ProposalRevision, Repository
+from ..models import Credential, Proposal, ProposalRevision, Repository, Stream
 from . import refmirror
 from .credentials import require_proposal_stream, require_stream
 from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event, author
@@ -35,9 +35,16 @@ def open_proposal(
     require_stream(credential, stream)
     if not isinstance(title, str) or len(title) > 300:
         raise Invalid("title is a string of at most 300 characters")
-    target = get_stream(repository, stream)
-    head_id = resolve_rev(repository, head)
-    with transaction.atomic():
+    return open_on(repository, get_stream(repository, stream), resolve_rev(repository, head), title, credential)
+
+
+def open_on(
+    repository: Repository, target: Stream, head_id: str, title: str, credential: Credential | None
+) -> Proposal:
+    """Open a proposal on the stream ``target`` for the recorded changeset ``head_id`` (both
+    already looked up: a landing has them at hand). No savepoint of its own: nothing here is
+    caught, so a failure rolls back the caller's transaction whole."""
+    with transaction.atomic(savepoint=False):
         proposal = _INSERT_PROPOSAL.run(
             Proposal(repository=repository, stream=target, head=head_id, title=title, author=credential)
         )
@@ -47,7 +54,7 @@ def open_proposal(
             )
         )
         refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
-        payload = {"proposal": proposal.pk, "stream": stream, "head": head_id, "author": author(credential)}
+        payload = {"proposal": proposal.pk, "stream": target.name, "head": head_id, "author": author(credential)}
         append_event(repository, PROPOSAL_OPENED, payload)
     return proposal
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 
 import pytest
 
 from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
 from engine.objects import BLOB, COMMIT, MODE_FILE, TREE, Commit, Entry, Signature, Tree, check_object_id, hash_object
-from engine.store import PACK_THRESHOLD, CacheStats, DiskStore, MemoryStore
+from engine.store import CacheStats, DiskStore, MemoryStore, pack_index
 
 from .conftest import git
 
@@ -35,7 +37,7 @@ def test_reading_a_blob_as_a_tree_is_refused(store):
 
 
 def test_a_batch_is_stored_whole_and_in_order(store):
-    contents = [b"file %d\n" % i for i in range(PACK_THRESHOLD * 4)] + [b"file 1\n"]
+    contents = [b"file %d\n" % i for i in range(8 * 4)] + [b"file 1\n"]
     ids = store.add_many((BLOB, data) for data in contents)
     assert ids == [hash_object(BLOB, data) for data in contents]
     assert [store.read_blob(oid) for oid in ids] == contents
@@ -82,10 +84,11 @@ def test_disk_batches_are_one_pack_that_git_reads_and_fsck_accepts(disk_store):
     git(disk_store.path, "fsck", "--strict")
 
 
-def test_disk_single_objects_are_loose_files_and_leave_no_temporaries(disk_store):
+def test_disk_writes_are_one_pack_each_and_leave_no_temporaries(disk_store):
     oid = disk_store.add(BLOB, b"hello\n")
     objects = os.path.join(disk_store.path, "objects")
-    assert os.path.isfile(os.path.join(objects, oid[:2], oid[2:]))
+    assert disk_store.packs() == 1
+    assert sorted(os.listdir(os.path.join(objects, "pack")))[0].endswith(".idx")
     leftovers = [name for _, _, names in os.walk(objects) for name in names if name.startswith("tmp_")]
     assert leftovers == []
     assert git(disk_store.path, "cat-file", "-t", oid) == "blob\n"
@@ -94,7 +97,7 @@ def test_disk_single_objects_are_loose_files_and_leave_no_temporaries(disk_store
 def test_a_second_store_on_the_same_repository_sees_new_packs(disk_store):
     reader = DiskStore(disk_store.path)
     assert not reader.contains(HELLO_ID)
-    ids = disk_store.add_many((BLOB, b"%d\n" % i) for i in range(PACK_THRESHOLD))
+    ids = disk_store.add_many((BLOB, b"%d\n" % i) for i in range(8))
     disk_store.add(BLOB, b"hello\n")
     assert reader.contains(ids[-1]) and reader.read_blob(HELLO_ID) == b"hello\n"
 
@@ -111,3 +114,24 @@ def test_the_kind_of_an_object_is_known_without_its_content(store):
     blob = store.add(BLOB, b"some bytes\n")
     tree = store.add_tree(Tree({"f": Entry(MODE_FILE, blob)}))
     assert (store.kind(blob), store.kind(tree), store.kind("0" * 40)) == (BLOB, TREE, None)
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [[12, 40, 90], [12, 2**31 - 1, 2**31, 2**33 + 5]],  # the second: offsets past 2 GiB (the 8-byte table)
+)
+def test_a_pack_index_is_byte_for_byte_dulwichs(offsets):
+    from dulwich.pack import write_pack_index_v2
+
+    entries = [(hashlib.sha1(b"%d" % n).digest(), offset, n * 7919) for n, offset in enumerate(offsets)]
+    checksum = hashlib.sha1(b"pack").digest()
+    expected = io.BytesIO()
+    write_pack_index_v2(expected, sorted(entries), checksum)
+    assert pack_index(entries, checksum) == expected.getvalue()
+
+
+def test_a_big_batch_is_one_pack_git_verifies(disk_store):
+    ids = disk_store.add_many((BLOB, b"blob %d\n" % n) for n in range(300))
+    [index] = [name for name in os.listdir(os.path.join(disk_store.path, "objects", "pack")) if name.endswith(".idx")]
+    assert "ok" in git(disk_store.path, "verify-pack", "-v", os.path.join("objects", "pack", index))
+    assert disk_store.read_blob(ids[123]) == b"blob 123\n"

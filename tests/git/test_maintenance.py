@@ -24,7 +24,7 @@ def _land_many(api, count: int) -> str:
     return head
 
 
-def test_a_repack_packs_every_loose_object_with_a_bitmap_and_loses_nothing(api):
+def test_a_repack_packs_every_loose_object_and_pack_with_a_bitmap_and_loses_nothing(api):
     head = _land_many(api, 30)
     git_dir = stores.repository_path("demo")
     # Objects written by a landing whose rows have not committed yet: named by nothing at all.
@@ -32,8 +32,11 @@ def test_a_repack_packs_every_loose_object_with_a_bitmap_and_loses_nothing(api):
     stale = git_dir / "objects" / "incoming-crashed"
     (stale / "pack").mkdir(parents=True)
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
-    loose_before, _ = maintenance.objects_of(git_dir)
-    assert loose_before > 60
+    for n in range(5):  # loose objects, as git itself writes them (a small push's unpack)
+        (git_dir / f"loose-{n}.txt").write_text(f"loose {n}\n")
+        git(git_dir, "hash-object", "-w", f"loose-{n}.txt")
+    loose_before, packs_before = maintenance.objects_of(git_dir)
+    assert loose_before == 5 and packs_before > 1  # every write of the server's is a pack
 
     state = maintenance.maintain(Repository.objects.get(name="demo"), force=True)
 
@@ -56,7 +59,21 @@ def test_a_repack_packs_every_loose_object_with_a_bitmap_and_loses_nothing(api):
 def test_below_the_thresholds_nothing_is_repacked(api):
     _land_many(api, 2)
     state = maintenance.maintain(Repository.objects.get(name="demo"))
-    assert state.outcome == "skipped" and state.loose_after == state.loose_before > 0
+    assert state.outcome == "skipped" and state.packs_after == state.packs_before > 0
+
+
+def test_writes_roll_their_packs_up_geometrically_and_lose_nothing(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "ROLL_UP_PACKS": 4}
+    git_dir = stores.repository_path("demo")
+    head = _land_many(api, 12)
+
+    _loose, packs = maintenance.objects_of(git_dir)
+    # Each landing writes a pack; the fourth in a row asks for a roll-up, which folds the small ones.
+    assert packs < 4
+    assert (git_dir / "objects" / "pack" / "multi-pack-index").exists()
+    stores._stores.clear()
+    assert api.file("f4.txt") == b"version 11\n" and api.head() == head
+    fsck(git_dir)
 
 
 def test_maintenance_writes_the_operations_a_crashed_push_left_unwritten(api):

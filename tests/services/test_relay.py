@@ -16,8 +16,9 @@ from django.db import transaction
 
 from repos.services import relay as relay_module
 from repos.services.events import append_event, wire
-from repos.services.relay import Filter, LayerTransport, Relay, SocketTransport, Subscription, TooFarBehind
+from repos.services.relay import Filter, Relay, Subscription, TooFarBehind
 from repos.services.repositories import create_repository
+from repos.services.transports import LayerTransport, SocketTransport
 from tests.deployment import REDIS_BASE_URL
 
 pytestmark = pytest.mark.django_db(transaction=True)

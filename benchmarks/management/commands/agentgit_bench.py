@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.suites import SUITES, BenchmarkFailed, write_results
+from ...suites import SUITES, BenchmarkFailed, write_results
 
 
 class Command(BaseCommand):
