@@ -41,8 +41,6 @@ from .errors import InvalidInput
 #: ``direct_update``: who may move a stream without a proposal (a git push to refs/heads/S, a
 #: stream created or deleted), narrowest first.
 DIRECT_UPDATE = ("nobody", "admins", "everyone")
-#: The requirement kinds a decision reports (API.md's ``policy_denied`` details).
-REQUIREMENTS = ("direct_update", "paths", "rejected", "approvals", "code_owners", "checks")
 #: At most this many approvals a rule can ask for.
 MAX_APPROVALS = 50
 MAX_RULES = 200

@@ -131,11 +131,6 @@ def set_policy(repository: Repository, document: object, *, by: str) -> PolicyVe
     return version
 
 
-def policy_history(repository: Repository) -> list[PolicyVersion]:
-    """Every version, newest first (who set it, when, the document)."""
-    return list(PolicyVersion.objects.filter(repository=repository).order_by("-version"))
-
-
 # ----------------------------------------------------------------------------- reviews
 
 
@@ -357,8 +352,10 @@ def denied(decision: Decision, what: str, *, proposal: int | None = None) -> Pol
     details = [{"requirement": item.requirement, "message": item.message} for item in unmet]
     waiting = f"; proposal {proposal} stays open for that" if proposal is not None else ""
     message = f"{what}: " + "; ".join(item.message for item in unmet) + waiting
-    extra = {"proposal": proposal, "policy_version": decision.policy_version} if proposal is not None else {}
-    return PolicyDenied(message, details=details, extra=extra or {"policy_version": decision.policy_version})
+    extra: dict[str, object] = {"policy_version": decision.policy_version}
+    if proposal is not None:
+        extra["proposal"] = proposal
+    return PolicyDenied(message, details=details, extra=extra)
 
 
 def check_bypass(reason: object, credential: Credential | None) -> dict | None:
