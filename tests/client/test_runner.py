@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -165,7 +166,12 @@ def test_a_command_past_the_timeout_is_killed_with_its_group_and_reported_as_err
     with pytest.raises(PolicyDenied) as refused:
         guarded.land(repo, "main", [write("slow.txt", "slow\n")], "slow")
     assert refused.value.requirements[0]["requirement"] == "checks"
-    [finished] = [r for r in runner.records() if r["event"] == "finished"]
+    # The runner reports the error before it writes its own record of the run: wait for the record.
+    deadline = time.monotonic() + 30
+    while not (finished_runs := [r for r in runner.records() if r["event"] == "finished"]):
+        assert time.monotonic() < deadline, runner.records()
+        time.sleep(0.1)
+    [finished] = finished_runs
     assert finished["state"] == "error" and finished["exit"] == -9
     [result] = guarded.api("GET", f"/repos/{repo}/checks", params={"tree": finished["tree"]})["checks"]
     assert result["state"] == "error" and result["summary"].startswith("timed out after 5 s")
