@@ -4,9 +4,10 @@ N agents land ``changes`` changes each on ``main``, whose policy requires ``ci/t
 is the real ``agentgit runner`` (a subprocess, this checkout's client) running
 ``sh -c 'sleep S; test ! -d bad'``: one change in five writes a file under ``bad/`` and fails it.
 A change's time runs from its integrate call to its landing or its refusal. Counted from the
-server's record after the run: check runs (the runner's ``finished`` lines), batches (distinct
-trees asked for, from the runner's record of each request) and bisections (a request whose
-proposals are a proper prefix of an earlier request's: a failed batch tested again by halves).
+server's record after the run: check runs (the runner's ``finished`` lines), proposals' own
+changesets tested, batches (distinct result trees asked for, from the runner's record of each
+request) and bisections (a result request whose proposals are a proper prefix of an earlier
+one's: a failed batch tested again by halves).
 
 Invariants (a broken one is a problem of the row): every good change landed; no bad change
 reached main's history (its log walked, each changeset's tree looked at for ``bad/``); every bad
@@ -36,8 +37,9 @@ CHECK_MODES = {
     "batching": {"AGENTGIT_SPECULATIVE_CHECKS": "0"},
     "one at a time": {"AGENTGIT_LANDING_BATCH": "1"},
 }
-#: Checks the runner runs at once: more than the gate ever asks of one stream at a time.
-RUNNER_JOBS = 16
+#: Checks the runner runs at once: more than the gate asks of one stream at a time (each queued
+#: proposal's own changeset, and a result or two).
+RUNNER_JOBS = 64
 #: How often a waiting agent asks for its operation: each call is answered at once (``wait=0``)
 #: and polled, so 50 waiting agents cost the server 50 reads a second, not 50 held requests
 #: polling its database (a decision is seen up to this late, within the figures).
@@ -70,6 +72,8 @@ class CheckRun:
     elapsed_s: float
     changes: list[CheckedChange]
     runs: int = 0
+    #: Requests of a proposal's own changeset (tested beside the results).
+    own: int = 0
     batches: int = 0
     bisections: int = 0
     problems: list[str] = field(default_factory=list)
@@ -99,6 +103,7 @@ class CheckRun:
             "p50_ms": nearest_rank(times, 50),
             "p99_ms": nearest_rank(times, 99),
             "check_runs": self.runs,
+            "own_tests": self.own,
             "batches": self.batches,
             "bisections": self.bisections,
         }
@@ -204,6 +209,8 @@ def run_checks(
     log = runner.log()
     run.runs = sum(1 for line in log.splitlines() if line.startswith("{") and '"finished"' in line)
     requests = _requests(log)
+    run.own = len({request["tree"] for request in requests if request.get("of") == "proposal"})
+    requests = [request for request in requests if request.get("of") != "proposal"]
     with ApiClient(url, token) as client:
         run.batches = len({request["tree"] for request in requests})
         run.bisections = _bisections(requests)
@@ -212,7 +219,8 @@ def run_checks(
 
 
 def _requests(runner_log: str) -> list[dict]:
-    """The runner's record of each ``check.requested`` it took up (started or skipped), in order."""
+    """The runner's record of each ``check.requested`` it took up (started or skipped), in order:
+    ``of`` says whether it was a result (a batch) or a proposal's own changeset."""
     records = [json.loads(line) for line in runner_log.splitlines() if line.startswith("{")]
     return [record for record in records if record["event"] in ("started", "skipped")]
 

@@ -70,7 +70,8 @@ def _details(row: dict[str, Any]) -> str:
         return (
             f"landed {d['landed']} of {d['changes']}, refused {d['refused']} ({d['bad']} bad), check {d['check_s']:g} s:"
             f" {d['lands_per_min']} lands/min ({d['x_one_at_a_time']}x one at a time), p99 {format_ms(d['p99_ms'])} ms"
-            f" (goal {d['goal_p99_ms']}); {d['check_runs']} check runs, {d['batches']} batches,"
+            f" (goal {d['goal_p99_ms']}); {d['check_runs']} check runs ({d.get('own_tests', 0)} of proposals'"
+            f" own changesets), {d['batches']} batches,"
             f" {d['bisections']} bisections"
         )
     if scenario == "git":

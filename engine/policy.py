@@ -407,6 +407,8 @@ class Facts:
     #: The required checks' results on the tree that would land: name -> (state, url, seconds
     #: since the check was requested or last reported). None: not known yet (not judged).
     checks: Mapping[str, tuple[str, str, float]] | None = None
+    #: What ``checks`` were run on, when not the result that would land (a refusal says it).
+    checked: str = "the result"
 
 
 @dataclass(frozen=True)
@@ -578,7 +580,7 @@ def _checks(names: tuple[str, ...], timeout_s: int, facts: Facts) -> Requirement
         elif state != "success":
             waiting.append(f"{name} {'is running' if state == 'pending' else 'has not reported'}{link}")
     if failed:
-        message = "; ".join(failed) + ": revise the proposal (POST .../revisions) with a fix"
+        message = "; ".join(failed) + f" on {facts.checked}: revise the proposal (POST .../revisions) with a fix"
         return Requirement("checks", False, message)
     if waiting:
         if not facts.via_proposal:

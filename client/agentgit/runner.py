@@ -1,7 +1,7 @@
 """``agentgit runner``: run a command on each tree the landing queue asks a check of, and report it.
 
 The landing queue of a stream whose policy requires checks asks for them with a
-``check.requested`` event ``{"tree", "names", "changeset", "stream", "proposals"}`` and a
+``check.requested`` event ``{"tree", "names", "changeset", "stream", "proposals", "of"}`` and a
 ``pending`` result per name (repos/services/gate.py). The runner follows the repository's feed
 for the requests that name its check and, for each (``--jobs`` at once):
 
@@ -151,6 +151,8 @@ class Request:
     changeset: str
     #: The queued proposals the tree is the result of, in order (what the gate said).
     proposals: tuple[int, ...] = ()
+    #: ``result`` (what would land) or ``proposal`` (a queued proposal's own changeset).
+    of: str = "result"
 
 
 class Runner:
@@ -218,7 +220,8 @@ class Runner:
             self._finish(event.id)
             return
         proposals = tuple(p for p in data.get("proposals") or [] if isinstance(p, int))
-        pool.submit(self._guarded, Request(event.id, tree, changeset, proposals))
+        of = data.get("of") if data.get("of") in ("result", "proposal") else "result"
+        pool.submit(self._guarded, Request(event.id, tree, changeset, proposals, of))
 
     def _finish(self, event_id: int) -> None:
         with self._lock:
@@ -422,7 +425,11 @@ class Runner:
         record: dict[str, Any] = {"event": what, "name": self.settings.name}
         if request is not None:
             record.update(
-                tree=request.tree, changeset=request.changeset, request=request.event, proposals=list(request.proposals)
+                tree=request.tree,
+                changeset=request.changeset,
+                request=request.event,
+                proposals=list(request.proposals),
+                of=request.of,
             )
         record.update(facts)
         if self.settings.as_json:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -40,7 +42,7 @@ from engine.errors import EngineError
 from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
-from engine.policy import Decision
+from engine.policy import DEFAULT_CHECK_TIMEOUT_S, Decision
 from engine.store import ObjectStore
 from engine.trees import diff_trees
 
@@ -321,6 +323,11 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         head = stream.head
         rules = resolver_rules(repository)
         policy = policies.policy_of(repository)
+        # The queued proposals' own test results, when the stream requires checks: a proposal
+        # whose own changeset failed is refused before it spoils a batch (repos/services/gate.py).
+        gated = policy is not None and any(rule.required_checks for rule in policy.rules_for(stream.name))
+        own = gate.own_results(repository, store, operations) if gated else None
+        own_refused: set[int] = set()  # operation ids refused for their own changeset's failure
         results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
         changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
         decisions: dict[int, Decision] = {}  # operation id -> the policy decision it lands by
@@ -338,15 +345,19 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
                     results.append((operation, None, _refused(decision, operation, stream.name)))
                     continue
                 decisions[operation.pk] = decision
-            try:
-                integration = integrate(
-                    store,
-                    head,
-                    operation.proposal.head,
-                    committer=server_signature(),
-                    message=f"Integrate proposal {operation.proposal_id} into {stream.name}\n",
-                    rules=rules,
+                failed = own is not None and gate.own_failure(
+                    own, store, operation, _checks_of(decision), decision.check_timeout_s
                 )
+                if failed:
+                    own_refused.add(operation.pk)
+                    checked = f"the proposal's own changeset {operation.proposal.head}"
+                    refused = policies.judge_proposal(
+                        policy, store, stream.name, head, operation, checks=failed, checked=checked
+                    )
+                    results.append((operation, None, _refused(refused, operation, stream.name)))
+                    continue
+            try:
+                integration = _integrate(repository, store, head, operation.proposal, stream.name, rules)
             except EngineError as error:
                 results.append((operation, None, error))
                 continue
@@ -354,8 +365,8 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
             if integration.head is not None and integration.head != head:
                 changed[operation.pk] = paths_between(store, head, integration.head)
                 decided = decisions.get(operation.pk)
-                names = decided.required_checks if decided is not None and decided.bypass is None else ()
-                timeout = decided.check_timeout_s if decided is not None else 0
+                names = _checks_of(decided) if decided is not None else ()
+                timeout = decided.check_timeout_s if decided is not None else DEFAULT_CHECK_TIMEOUT_S
                 candidates.append(gate.Candidate(operation, integration.head, names, timeout))
             head = integration.head
         crash_point("objects_written")
@@ -375,7 +386,8 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
                 results[finished] = (waiting, None, _refused(refused, waiting, stream.name))
                 finished += 1
             again = verdict.refuse is not None or verdict.land > 0
-        results = results[:finished]
+        # Refusals of a proposal's own failed test do not depend on what lands before them.
+        results = results[:finished] + [item for item in results[finished:] if item[0].pk in own_refused]
         moved = head == stream.head or _MOVE_HEAD.run(head, timezone.now(), stream.pk, stream.version) == 1
         if not moved:
             raise _LostRace(operations[0].pk)
@@ -404,6 +416,42 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         # landing without workers), whose commit is the landing's.
         transaction.on_commit(lambda: refmirror.follow_landing(repository, stream.name, integrated))
     return len(results), again
+
+
+def _checks_of(decision: Decision) -> tuple[str, ...]:
+    """The checks a decision holds its landing to (none under an admin's bypass)."""
+    return decision.required_checks if decision.bypass is None else ()
+
+
+#: The merges this process integrated, by what they were integrated from (repository, stream
+#: head, proposal head, message, resolver rules), newest last. A landing that waits for checks
+#: integrates its queue again each time it looks (every check report): the merge it wrote the
+#: first time is the one its checks test, and writing it again would cost a pack and its fsyncs
+#: each time. A merge's objects are durable once ``integrate`` returns, and never pruned
+#: (maintenance keeps every object); the store is still asked, for a repository deleted and made
+#: again under its name.
+_MERGES: OrderedDict[tuple, Integration] = OrderedDict()
+_MERGES_KEPT = 4096
+_merges_lock = threading.Lock()
+
+
+def _integrate(
+    repository: Repository, store: ObjectStore, head: str | None, proposal: Proposal, stream: str, rules: list[Rule]
+) -> Integration:
+    """``engine.integrate`` of the proposal on ``head``, a merge integrated before answered again."""
+    message = f"Integrate proposal {proposal.pk} into {stream}\n"
+    key = (repository.pk, head, proposal.head, message, tuple(rules))
+    with _merges_lock:
+        known = _MERGES.get(key)
+    if known is not None and known.changeset is not None and store.contains(known.changeset):
+        return known
+    integration = integrate(store, head, proposal.head, committer=server_signature(), message=message, rules=rules)
+    if integration.outcome == Outcome.MERGE:
+        with _merges_lock:
+            _MERGES[key] = integration
+            while len(_MERGES) > _MERGES_KEPT:
+                _MERGES.popitem(last=False)
+    return integration
 
 
 def _refused(decision: Decision, operation: Operation, stream: str) -> ApiError:

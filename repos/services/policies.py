@@ -254,11 +254,13 @@ def judge_proposal(
     operation: Operation,
     *,
     checks: Mapping[str, tuple[str, str, float]] | None = None,
+    checked: str = "the result",
 ) -> Decision:
     """The decision on integrating ``operation``'s proposal into a stream now at ``stream_head``
     (inside the landing's transaction; the reviews and revisions are read as they are now).
     ``checks``: the required checks' results on the result that would land, once the gate has
-    them (repos/services/gate.py); without them, required checks leave the decision waiting."""
+    them (repos/services/gate.py), and what they were run on; without them, required checks
+    leave the decision waiting."""
     proposal = operation.proposal
     rules = policy.rules_for(stream_name)
     if not rules:
@@ -281,6 +283,7 @@ def judge_proposal(
         verdicts=verdicts,
         bypass=(bypass["by"], bypass["reason"]) if bypass else None,
         checks=checks,
+        checked=checked,
         **_owners(rules, store, stream_head, paths, approvers - authors),
     )
     return evaluate(policy, facts)

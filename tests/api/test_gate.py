@@ -109,36 +109,80 @@ def test_a_failing_check_refuses_the_proposal_naming_the_check_and_its_link(repo
     assert refused.status_code == 403 and refused.json()["error"]["details"][0]["requirement"] == "checks"
 
 
+def test_a_proposal_whose_own_changeset_fails_is_refused_at_once_and_holds_nothing(repo):
+    agent, admin, ci = repo
+    guard(admin)
+    base = agent.head()
+    proposals = [agent.propose(agent.write(base, {f"{name}.txt": f"{name}\n"})) for name in ("one", "bad/two", "three")]
+    for proposal in proposals:
+        assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
+    # The first's result; the others' own changesets, beside it (the first's result is its own).
+    asked = requested()
+    assert [(event["of"], event["proposals"]) for event in asked] == [
+        ("result", proposals[:1]),
+        ("proposal", proposals[1:2]),
+        ("proposal", proposals[2:]),
+    ]
+    bad_own = asked[1]
+    report(ci, bad_own["tree"], "failure", url="https://ci.example/run/2")
+
+    operation = Operation.objects.get(proposal_id=proposals[1])
+    assert operation.state == "failed" and operation.error["code"] == "policy_denied"
+    [detail] = operation.error["details"]
+    assert detail["requirement"] == "checks"
+    assert f"ci/test failed (https://ci.example/run/2) on the proposal's own changeset {bad_own['changeset']}" in (
+        detail["message"]
+    )
+    assert Proposal.objects.get(pk=proposals[1]).state == "open"
+
+    run_ci(ci)
+
+    assert [Proposal.objects.get(pk=p).state for p in proposals] == ["integrated", "open", "integrated"]
+    assert agent.file("three.txt") == b"three\n" and agent.file("one.txt") == b"one\n"
+    # The bad one cost its own test; the results tested never held it.
+    results = [event for event in requested() if event["of"] == "result"]
+    assert all(proposals[1] not in event["proposals"] for event in results)
+
+
 @pytest.mark.parametrize("speculative", [True, False])
-def test_a_failed_batch_is_bisected_and_its_good_part_lands(repo, settings, speculative):
+def test_a_batch_whose_changes_break_each_other_is_bisected_and_its_good_part_lands(repo, settings, speculative):
+    """Each change passes alone; ``left`` and ``right`` together fail (the CI fails a tree with
+    both): the batch of all fails, bisection lands the part before ``right`` and refuses it."""
     settings.AGENTGIT = {**settings.AGENTGIT, "SPECULATIVE_CHECKS": speculative}
     agent, admin, ci = repo
     guard(admin)
     base = agent.head()
-    # The first proposal waits for its check; five more queue behind it, one of them bad.
-    files = ["one", "two", "bad/three", "four", "five", "six"]
+    files = ["one", "two", "left", "three", "right", "four"]
     proposals = [agent.propose(agent.write(base, {f"{name}.txt": f"{name}\n"})) for name in files]
     for proposal in proposals:
         assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
     assert Operation.objects.filter(state="queued").count() == 6
-    sizes = [len(event["proposals"]) for event in requested()]
-    # The first alone; speculatively, each longer batch on top of it as it grows (Zuul), else
-    # nothing more while the first is under test (Bors).
-    assert sizes == ([1, 2, 3, 4, 5, 6] if speculative else [1])
+    store = store_for("demo")
 
-    run_ci(ci)
+    def broken(tree: str) -> bool:
+        return lookup(store, tree, "left.txt") is not None and lookup(store, tree, "right.txt") is not None
+
+    # The own changesets first (the first proposal's result among them), as a runner would.
+    for event in requested():
+        report(ci, event["tree"], "failure" if broken(event["tree"]) else "success")
+    if speculative:  # each change passed alone: the whole queue behind the first is asked for at once
+        assert [len(event["proposals"]) for event in requested() if event["of"] == "result"][-1] == 5
+    while CheckResult.objects.filter(state="pending").exists():
+        for tree in CheckResult.objects.filter(state="pending").values_list("tree", flat=True):
+            report(ci, tree, "failure" if broken(tree) else "success")
 
     states = {proposal: Proposal.objects.get(pk=proposal).state for proposal in proposals}
-    bad = proposals[2]
-    assert states.pop(bad) == "open"
+    right = proposals[4]
+    assert states.pop(right) == "open"
     assert set(states.values()) == {"integrated"}
-    store = store_for("demo")
+    refused = Operation.objects.get(proposal_id=right)
+    assert refused.error["details"][0]["requirement"] == "checks"
     history = agent.get("/log", rev="main", limit=100).json()["changesets"]
-    assert all(lookup(store, agent.get(f"/changesets/{c['id']}").json()["tree"], "bad") is None for c in history)
-    for name in ("one", "two", "four", "five", "six"):
+    assert not any(broken(agent.get(f"/changesets/{c['id']}").json()["tree"]) for c in history)
+    for name in ("one", "two", "left", "three", "four"):
         assert agent.file(f"{name}.txt") == f"{name}\n".encode()
     # Bisection asked for a few prefixes, not one per proposal after the failure.
-    assert len(requested()) <= 8
+    assert len([event for event in requested() if event["of"] == "result"]) <= 8
 
 
 def test_a_check_that_never_reports_fails_after_the_timeout(repo, monkeypatch):
