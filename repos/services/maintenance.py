@@ -84,7 +84,8 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
     state, and in the row the event sequence read first (``maintained_seq``: see :func:`maintain_all`)."""
     git_dir = repository_path(repository.name)
     started = time.monotonic()
-    seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).get()
+    # (None: the row is gone since it was listed: nothing to mark.)
+    seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).first() or 0
     loose, packs = objects_of(git_dir)
     config = settings.AGENTGIT
     state = RepackState(repository.name, "skipped", time.time(), 0.0, loose, loose, packs, packs)
