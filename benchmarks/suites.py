@@ -38,6 +38,7 @@ from . import (
     refs_bench,
     relay_transports,
     report,
+    repos_bench,
     resolution_bench,
     web_bench,
 )
@@ -335,6 +336,38 @@ def _refs_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, data, table)
 
 
+def _repos_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--counts",
+        type=numbers(1, "repositories"),
+        default=list(repos_bench.DEFAULT_COUNTS),
+        help="repositories of each deployment, comma-separated; ratios are against the first (default: %(default)s)",
+    )
+    parser.add_argument("--samples", type=positive, default=repos_bench.DEFAULT_SAMPLES)
+    parser.add_argument(
+        "--idle-s", type=float, default=repos_bench.DEFAULT_IDLE_S, help="seconds the idle servers are measured"
+    )
+    parser.add_argument(
+        "--changed", type=positive, default=repos_bench.DEFAULT_CHANGED, help="repositories landed on between starts"
+    )
+    parser.add_argument("--server-workers", type=positive, help="uvicorn workers (default: make serve's, 2 per core)")
+
+
+def _repos_run(options: dict[str, Any], log: Log) -> Results:
+    try:
+        runs = repos_bench.run_repos_benchmark(
+            options["counts"],
+            options["samples"],
+            options["idle_s"],
+            options["changed"],
+            options["server_workers"],
+            progress=lambda step: log(f"{step}\n"),
+        )
+    except AssertionError as error:
+        raise BenchmarkFailed(str(error)) from None
+    return Results(repos_bench.format_table(runs), repos_bench.data(runs), repos_bench.markdown(runs))
+
+
 def _landing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--landings", type=positive, default=50, help="landings per way (default: %(default)s)")
     parser.add_argument("--size", type=positive, default=1024, help="bytes per file (default: %(default)s)")
@@ -625,6 +658,13 @@ SUITES: dict[str, Suite] = {
             "maintenance at each size, beside git's own (issue 25)",
             _refs_arguments,
             _refs_run,
+        ),
+        Suite(
+            "repos",
+            "many repositories: make serve's start steps and the idle server's CPU with each count, "
+            "against the smallest (issue 25)",
+            _repos_arguments,
+            _repos_run,
         ),
         Suite(
             "landing",

@@ -38,6 +38,12 @@ class Repository(models.Model):
     #: repository's row, so an event of a repository without webhooks schedules no delivery and
     #: costs no extra query.
     webhooks = models.IntegerField(default=0)
+    #: The event sequence the ref mirror was last rebuilt through, and the one the last maintenance
+    #: run saw (repos.services.refmirror, repos.services.maintenance): a repository whose
+    #: ``event_seq`` is no greater has not changed since, and a start or a periodic run skips it
+    #: (docs/adr/0021).
+    mirrored_seq = models.BigIntegerField(default=0)
+    maintained_seq = models.BigIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

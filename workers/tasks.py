@@ -49,15 +49,16 @@ def recover() -> int:
 
 @shared_task(name="workers.tasks.rebuild_mirrors")
 def rebuild_mirrors() -> int:
-    """Make every repository's ref mirror what the database says (run at worker start: a crash
-    between a landing's commit and its mirror write left it behind). Returns refs changed."""
+    """Make the ref mirror of every repository with events since its last rebuild what the
+    database says (run at worker start: a crash between a landing's commit and its mirror write
+    left it behind, and that landing's event names it). Returns refs changed."""
     return refmirror.rebuild_all()
 
 
 @shared_task(name="workers.tasks.maintain")
 def maintain() -> int:
-    """Repack the repositories that need it and sweep their ref mirrors (scheduled by beat);
-    returns how many were repacked."""
+    """Repack the repositories that changed since their last maintenance and need it, and sweep
+    their ref mirrors (scheduled by beat); returns how many were repacked."""
     return sum(state.outcome == "done" for state in maintenance.maintain_all())
 
 

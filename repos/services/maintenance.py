@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from ..models import Repository
 from . import content, metrics, refmirror
@@ -79,9 +80,12 @@ def objects_of(git_dir: Path) -> tuple[int, int]:
 
 
 def maintain(repository: Repository, *, force: bool = False) -> RepackState:
-    """Repack one repository if it needs it (or ``force``); sweep its ref mirror; record the state."""
+    """Repack one repository if it needs it (or ``force``); sweep its ref mirror; record the
+    state, and in the row the event sequence read first (``maintained_seq``: see :func:`maintain_all`)."""
     git_dir = repository_path(repository.name)
     started = time.monotonic()
+    # (None: the row is gone since it was listed: nothing to mark.)
+    seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).first() or 0
     loose, packs = objects_of(git_dir)
     config = settings.AGENTGIT
     state = RepackState(repository.name, "skipped", time.time(), 0.0, loose, loose, packs, packs)
@@ -106,12 +110,27 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
         state.finished = time.time()
         if state.outcome != "skipped":  # the file keeps the last repack, not the last look
             _write_state(git_dir, state)
+        if state.outcome != "failed":
+            Repository.objects.filter(pk=repository.pk, maintained_seq__lt=seq).update(maintained_seq=seq)
     return state
 
 
-def maintain_all(*, force: bool = False) -> list[RepackState]:
-    """:func:`maintain` every repository (the periodic task)."""
-    return [maintain(repository, force=force) for repository in Repository.objects.order_by("id")]
+def changed_repositories(*, everything: bool = False) -> QuerySet[Repository]:
+    """The repositories with events since their last maintenance (every one with ``everything``).
+
+    What makes a repository need maintenance comes with an event: a landing's or a push's
+    objects and refs, a push's operation lists still to write, a push quarantine its killed
+    server left (the push's own repository, which changes again when it is retried). A write
+    that appends no event (a blob uploaded and never used) waits for the repository's next
+    one, or for ``agentgit_maintain --all``. So a start or a beat run with 10 000 repositories
+    costs the ones that changed (docs/adr/0021)."""
+    return refmirror.changed_since(Repository.objects.all(), "maintained_seq", everything=everything)
+
+
+def maintain_all(*, force: bool = False, everything: bool = False) -> list[RepackState]:
+    """:func:`maintain` the repositories that changed since their last maintenance (every one
+    with ``everything`` or ``force``): the periodic task, and ``make serve``'s."""
+    return [maintain(repository, force=force) for repository in changed_repositories(everything=everything or force)]
 
 
 def _repack(git_dir: Path) -> None:

@@ -47,7 +47,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from ..lookups import Rows
 from ..models import Changeset, Event, Proposal, Repository, Stream
@@ -372,7 +372,8 @@ def rebuild(repository: Repository, *, everything: bool = False) -> int:
     What changed since the last rebuild, as its events name it (:func:`rebuild_changed`), when
     the last rebuild left its mark and the events since are all still there; otherwise, or with
     ``everything``, every ref (:func:`rebuild_everything`). Either way the mark is then set to
-    the event sequence read before the database was."""
+    the event sequence read before the database was, beside the repository and in its row
+    (``mirrored_seq``, which :func:`rebuild_all` reads to skip what did not change)."""
     git_dir = repository_path(repository.name)
     seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).get()
     since = None if everything else _rebuilt_at(git_dir)
@@ -380,6 +381,8 @@ def rebuild(repository: Repository, *, everything: bool = False) -> int:
     if changed is None:
         changed = rebuild_everything(repository)
     _mark_rebuilt(git_dir, seq)
+    # Only forward: a slower rebuild that read an older sequence does not take the mark back.
+    Repository.objects.filter(pk=repository.pk, mirrored_seq__lt=seq).update(mirrored_seq=seq)
     return changed
 
 
@@ -427,14 +430,29 @@ def rebuild_everything(repository: Repository, *, changesets: bool = True, attem
 
 
 def rebuild_all(*, everything: bool = False) -> int:
-    """:func:`rebuild` for every repository; returns how many refs changed in all."""
+    """:func:`rebuild` for every repository with events since its last rebuild (with
+    ``everything``, for every repository, every ref); returns how many refs changed in all.
+
+    A repository's mirror changes only with its events (every stream change appends one in its
+    transaction, and a landing's own mirror write comes after that commit), so one whose
+    ``event_seq`` is still its ``mirrored_seq`` has nothing to repair: a start with 10 000
+    repositories costs the ones that changed, not a directory visit each (docs/adr/0021)."""
     changed = 0
-    for repository in Repository.objects.order_by("id"):
+    for repository in changed_since(Repository.objects.all(), "mirrored_seq", everything=everything):
         try:
             changed += rebuild(repository, everything=everything)
         except Exception:
             logger.exception("ref mirror of %s not rebuilt", repository.name)
     return changed
+
+
+def changed_since(repositories: QuerySet[Repository], mark: str, *, everything: bool = False) -> QuerySet[Repository]:
+    """Those of ``repositories`` with events after their ``mark`` (a sequence column of the
+    row: ``mirrored_seq``, ``maintained_seq``), by id; all of them with ``everything``. One
+    query, in the database, whatever the number of repositories."""
+    if not everything:
+        repositories = repositories.filter(event_seq__gt=F(mark))
+    return repositories.order_by("id")
 
 
 # ----------------------------------------------------------------------------- what changed

@@ -82,6 +82,49 @@ def create_repository(name: str, default_stream: str = "main") -> Repository:
     return repository
 
 
+def create_repositories(names: list[str], default_stream: str = "main") -> tuple[list[str], dict[str, str]]:
+    """Many new repositories at once, each what :func:`create_repository` makes (its directory,
+    its row, its empty default stream, their two events), ``CREATE_BATCH`` per transaction: one
+    commit (one fsync of the database) per batch rather than per repository.
+
+    Returns the names created, in the order given, and why each other one was not (an invalid
+    name, or one taken already or earlier in ``names``)."""
+    check_stream_name(default_stream)
+    refused: dict[str, str] = {}
+    wanted: list[str] = []
+    for name in names:
+        try:
+            check_repository_name(name)
+        except Invalid as error:
+            refused[name] = error.message
+            continue
+        if name in refused or name in wanted:
+            refused[name] = f"{name!r} is named twice"
+        else:
+            wanted.append(name)
+    created: list[str] = []
+    for start in range(0, len(wanted), CREATE_BATCH):
+        batch = wanted[start : start + CREATE_BATCH]
+        taken = set(Repository.objects.filter(name__in=batch).values_list("name", flat=True))
+        refused.update((name, f"a repository named {name!r} already exists") for name in batch if name in taken)
+        batch = [name for name in batch if name not in taken]
+        for name in batch:
+            store_for(name)  # the directories exist before any row names them
+        try:
+            with transaction.atomic():
+                rows = Repository.objects.bulk_create(Repository(name=n, default_stream=default_stream) for n in batch)
+                Stream.objects.bulk_create(Stream(repository=row, name=default_stream) for row in rows)
+                for row in rows:
+                    append_event(row, REPOSITORY_CREATED, {"name": row.name})
+                    append_event(row, STREAM_CREATED, {"stream": default_stream, "head": None})
+        except IntegrityError:
+            raise AlreadyExists(f"a repository of {batch[0]!r}... was created meanwhile; nothing of them was") from None
+        for row in rows:
+            refmirror.follow_head(row)
+        created += batch
+    return created, refused
+
+
 def list_repositories(names: list[str] | None = None):
     """Every repository, or those of ``names``, by name (a queryset, for paging)."""
     found = Repository.objects.order_by("name")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import time
 
 import pytest
+from django.core.management import call_command
 
 from engine.objects import BLOB
 from repos.models import Repository
@@ -124,3 +126,20 @@ def test_loose_refs_are_packed_once_they_pass_their_share_of_the_refs(api):
     assert maintenance.maintain(repository).refs_packed == 0 and maintenance.loose_refs(git_dir) == 1
     assert git(git_dir, "rev-parse", "refs/heads/main").stdout.strip() == head
     fsck(git_dir)
+
+
+def test_a_periodic_run_maintains_the_repositories_that_changed_since_the_last(api):
+    _land_many(api, 1)
+    repositories.create_repositories(["quiet-1", "quiet-2"])
+    assert [state.repository for state in maintenance.maintain_all()] == ["demo", "quiet-1", "quiet-2"]
+    assert maintenance.maintain_all() == []  # nothing changed since
+
+    _land_many(api, 1)
+
+    assert [state.repository for state in maintenance.maintain_all()] == ["demo"]
+    assert len(maintenance.maintain_all(everything=True)) == 3
+    out = io.StringIO()
+    call_command("agentgit_maintain", stdout=out)
+    assert out.getvalue() == "maintenance: no repository changed since its last maintenance\n"
+    call_command("agentgit_maintain", "--all", stdout=out)
+    assert out.getvalue().count("; loose objects ") == 3

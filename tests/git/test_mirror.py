@@ -9,6 +9,7 @@ import shutil
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.db.models import F
 
 from repos.models import Changeset, Event, Proposal, Repository
 from repos.services import gitdir, refmirror, repositories, stores
@@ -212,3 +213,50 @@ def test_many_new_streams_are_written_into_packed_refs_at_once(api):
     lookup = refmirror.PackedRefs(git_dir)
     assert [lookup.get(f"refs/heads/{name}") for name in names] == [base] * len(names)
     assert lookup.get("refs/heads/bulk") is None and lookup.get("refs/heads/zzz") is None
+
+
+def test_many_repositories_are_created_at_once_each_as_one_is(api):
+    created, refused = repositories.create_repositories(["bulk-1", "bulk-2", "demo", "bulk-1", "bad..name"])
+
+    assert created == ["bulk-1", "bulk-2"]
+    assert set(refused) == {"demo", "bulk-1", "bad..name"}  # taken, named twice, invalid
+    for name in created:
+        repository = Repository.objects.get(name=name)
+        git_dir = stores.repository_path(name)
+        assert list(repository.streams.values_list("name", "head")) == [("main", None)]
+        assert list(Event.objects.filter(repository=repository).values_list("seq", "kind")) == [
+            (1, "repository.created"),
+            (2, "stream.created"),
+        ]
+        assert (git_dir / "HEAD").read_text() == "ref: refs/heads/main\n"
+        assert git(git_dir, "config", "--get", "gc.auto").stdout.strip() == "0"
+        fsck(git_dir)
+
+
+def test_a_start_rebuilds_the_mirrors_of_the_repositories_that_changed_only(api):
+    head = api.write(None, {"a.txt": "a\n"}, "base\n")
+    api.land(head)
+    repositories.create_repositories(["quiet-1", "quiet-2"])
+    call_command("agentgit_recover", stdout=io.StringIO())
+    assert not Repository.objects.exclude(mirrored_seq=F("event_seq")).exists()
+    # A ref damaged by hand in a repository with no event since: a start does not look at it
+    # (that is what --full-mirror is for) ...
+    quiet = stores.repository_path("quiet-1")
+    (quiet / "HEAD").write_text("ref: refs/heads/master\n")
+    assert refmirror.rebuild_all() == 0
+    assert (quiet / "HEAD").read_text() == "ref: refs/heads/master\n"
+    # ... while a repository whose landing's mirror write was lost is repaired, from its events.
+    ahead = api.write(head, {"a.txt": "ahead\n"}, "ahead\n")
+    api.land(ahead)
+    git_dir = stores.repository_path("demo")
+    (git_dir / "refs" / "heads" / "main").write_text(head + "\n")
+    assert list(refmirror.changed_since(Repository.objects.all(), "mirrored_seq")) == [
+        Repository.objects.get(name="demo")
+    ]
+
+    assert refmirror.rebuild_all() == 1
+
+    assert git(git_dir, "rev-parse", "refs/heads/main").stdout.strip() == ahead
+    assert not Repository.objects.exclude(mirrored_seq=F("event_seq")).exists()
+    call_command("agentgit_recover", "--full-mirror", stdout=io.StringIO())
+    assert (quiet / "HEAD").read_text() == "ref: refs/heads/main\n"

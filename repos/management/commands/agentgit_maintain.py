@@ -1,5 +1,9 @@
 """Repack repositories and sweep their ref mirrors (repos.services.maintenance); beat does the
-same every AGENTGIT_MAINTAIN_EVERY_S seconds when there are workers. Safe beside a running server."""
+same every AGENTGIT_MAINTAIN_EVERY_S seconds when there are workers. Safe beside a running server.
+
+Without names, the repositories that changed since their last maintenance (``make serve``'s
+start costs what changed, not every repository: docs/adr/0021); ``--all`` or ``--force``, every one.
+"""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
@@ -9,16 +13,20 @@ from repos.services import maintenance, repositories
 
 
 class Command(BaseCommand):
-    help = "Repack the repositories that need it (every one with --force) and sweep their ref mirrors."
+    help = (
+        "Repack the repositories that need it and sweep their ref mirrors: those named, else those that "
+        "changed since their last maintenance (every one with --all; --force repacks every one)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("names", nargs="*", help="Repositories (default: all).")
-        parser.add_argument("--force", action="store_true", help="Repack even below the thresholds.")
+        parser.add_argument("names", nargs="*", help="Repositories (default: those that changed since).")
+        parser.add_argument("--all", action="store_true", help="Every repository, changed or not.")
+        parser.add_argument("--force", action="store_true", help="Repack every repository, even below the thresholds.")
 
     def handle(self, *args, **options) -> None:
         try:
             targets = [repositories.get_repository(name) for name in options["names"]] or list(
-                repositories.list_repositories()
+                maintenance.changed_repositories(everything=options["all"] or options["force"])
             )
         except ApiError as error:
             raise CommandError(error.message) from None
@@ -29,3 +37,5 @@ class Command(BaseCommand):
                 f"{state.loose_before} -> {state.loose_after}, packs {state.packs_before} -> {state.packs_after}"
                 + (f"; {state.error.strip()}" if state.error else "")
             )
+        if not targets:
+            self.stdout.write("maintenance: no repository changed since its last maintenance")

@@ -2,7 +2,8 @@
 
 Celery workers do this at start and on the beat schedule; the embedded default has no worker,
 so ``make serve`` runs this before the server starts. Safe to run at any time, any number of
-times, beside a running server.
+times, beside a running server. The ref mirrors it rebuilds are those of the repositories with
+events since their last rebuild (docs/adr/0021), every one with ``--full-mirror``.
 """
 
 import sys
@@ -20,8 +21,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--full-mirror",
             action="store_true",
-            help="check every ref of the mirrors, not only those of what changed since the last rebuild "
-            "(after refs were changed or removed by hand)",
+            help="check every ref of every repository's mirror, not only those of what changed since the "
+            "last rebuild (after refs were changed or removed by hand)",
         )
 
     def handle(self, *args, **options) -> None:
