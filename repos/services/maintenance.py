@@ -44,7 +44,7 @@ from django.conf import settings
 from ..models import Repository
 from . import content, metrics, refmirror
 from .packs import exclusive
-from .stores import repository_path
+from .stores import repository_path, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ def objects_of(git_dir: Path) -> tuple[int, int]:
 def maintain(repository: Repository, *, force: bool = False) -> RepackState:
     """Repack one repository if it needs it (or ``force``); sweep its ref mirror; record the state."""
     git_dir = repository_path(repository.name)
+    store_for(repository.name)  # opened first: after a power loss it rebuilds a torn pack index
     started = time.monotonic()
     loose, packs = objects_of(git_dir)
     config = settings.AGENTGIT
