@@ -524,9 +524,11 @@ class DiskStore(ObjectStore):
             pack_path = os.path.join(self._pack_dir, name)
             index_name = name[: -len(".pack")] + ".idx"
             with open(pack_path, "rb") as f:
+                f.seek(-20, os.SEEK_END)  # only the trailer: a pack may be big, and is synced
+                if _index_is_whole(os.path.join(self._pack_dir, index_name), f.read()):
+                    continue
+                f.seek(0)
                 pack = f.read()
-            if _index_is_whole(os.path.join(self._pack_dir, index_name), pack[-20:]):
-                continue
             _write_file(self._pack_dir, index_name, pack_index(_pack_entries(pack), pack[-20:]), "tmp_idx_", sync=False)
             rebuilt.append(name)
         if rebuilt:
