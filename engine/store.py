@@ -7,7 +7,10 @@ Two implementations, one contract test suite:
 * :class:`DiskStore` — a bare git repository. Reads go through libgit2 (pygit2) at C speed,
   loose objects and packs alike. Writes are ours, because they must be durable before any
   database row names them: every batch (a changeset's objects, a merge's, one upload) is one
-  pack plus its index, each fsynced once, then their directory (docs/adr/0001, 0015).
+  pack, fsynced, then its directory, fsynced (docs/adr/0001, 0015, 0020). The pack's index is
+  derived data, written but not synced: a process killed leaves it whole in the page cache, and
+  after a power loss (a new boot) the first store to open the repository checks every index
+  against its checksum and rebuilds one that is missing or torn from its pack.
 
 The base class caches parsed trees and commits by id. Objects are immutable, so a cached parse
 never goes stale; the tree cache is bounded by a number of entries and evicts least recently used.
@@ -29,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from hashlib import sha1
 from typing import Any, TypeVar
 
-from .errors import ObjectMissing, WrongObjectType
+from .errors import CorruptObject, ObjectMissing, WrongObjectType
 from .objects import (
     BLOB,
     COMMIT,
@@ -302,20 +305,83 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _write_durably(directory: str, final_name: str, data: bytes, prefix: str) -> None:
-    """Write ``data`` to ``directory/final_name``: temp file, fsync, rename (dir fsync by caller)."""
+def _write_file(directory: str, final_name: str, data: bytes, prefix: str, *, sync: bool) -> None:
+    """Write ``data`` to ``directory/final_name``: temp file, fsync if ``sync``, rename (the
+    directory's fsync is the caller's)."""
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o444)
         os.replace(tmp, os.path.join(directory, final_name))
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+#: The file of a repository naming the boot whose first store checked its pack indexes.
+INDEXES_CHECKED = "agentgit-indexes-checked"
+
+
+def boot_id() -> str | None:
+    """This kernel's boot (a new one after every power loss or crash of the machine), or None
+    where the system does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def _open_odb(objects_dir: str) -> Any:
+    import pygit2
+
+    return pygit2.Odb(objects_dir)
+
+
+def _index_is_whole(path: str, pack_checksum: bytes) -> bool:
+    """Whether the index at ``path`` exists, ends in its own right checksum and names the pack
+    whose trailing checksum is ``pack_checksum`` (git itself reads only its header)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return False
+    return len(data) >= 1072 and data[-40:-20] == pack_checksum and sha1(data[:-20]).digest() == data[-20:]
+
+
+def _pack_entries(pack: bytes) -> list[tuple[bytes, int, int]]:
+    """The ``(binary id, offset, crc32)`` entries of a pack of whole objects (what this store
+    writes), for :func:`pack_index`: the index rebuilt from the pack, as ``git index-pack`` does."""
+    if pack[:4] != b"PACK" or sha1(pack[:-20]).digest() != pack[-20:]:
+        raise CorruptObject("not a whole pack: its checksum is wrong")
+    (count,) = struct.unpack(">I", pack[8:12])
+    entries = []
+    offset = 12
+    for _ in range(count):
+        byte = pack[offset]
+        number = (byte >> 4) & 7
+        size, shift, position = byte & 0x0F, 4, offset + 1
+        while byte & 0x80:
+            byte = pack[position]
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            position += 1
+        kind = _NUMBER_KIND.get(number)
+        if kind is None:  # a delta: git's packs, whose indexes git synced itself
+            raise CorruptObject(f"the pack entry at {offset} is a delta: rebuild its index with git index-pack")
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(pack[position:-20])
+        end = len(pack) - 20 - len(inflater.unused_data)
+        if len(raw) != size or not inflater.eof:
+            raise CorruptObject(f"the pack entry at {offset} is torn")
+        entries.append((bytes.fromhex(hash_object(kind, raw)), offset, zlib.crc32(pack[offset:end])))
+        offset = end
+    return entries
 
 
 _LARGE_OFFSET = 0x80000000
@@ -372,7 +438,9 @@ class DiskStore(ObjectStore):
         self._objects_dir = os.path.join(self.path, "objects")
         self._pack_dir = os.path.join(self._objects_dir, "pack")
         os.makedirs(self._pack_dir, exist_ok=True)
+        self._boot_id = boot_id()
         self._odb = pygit2.Odb(self._objects_dir)
+        self._repair_once_per_boot()
 
     def _reopened(self, call: Callable[[Any], T]) -> T:
         """``call(odb)``; if a pack it knew of was removed meanwhile (a repack by another process
@@ -381,9 +449,7 @@ class DiskStore(ObjectStore):
         try:
             return call(self._odb)
         except OSError:
-            import pygit2
-
-            self._odb = pygit2.Odb(self._objects_dir)
+            self._odb = _open_odb(self._objects_dir)
             return call(self._odb)
 
     def contains(self, oid: ObjectId) -> bool:
@@ -406,7 +472,7 @@ class DiskStore(ObjectStore):
         return _NUMBER_KIND[number], data
 
     def _write(self, objects: list[tuple[ObjectId, str, bytes]]) -> None:
-        # Every batch is one pack: three fsyncs (the pack, its index, the directory) whatever its
+        # Every batch is one pack: two fsyncs (the pack, the directory) whatever its
         # size, where a loose object costs two (its file, its fan-out directory) and a third when
         # that directory is new. Objects stored already are not looked for first (each miss cost
         # libgit2 a rescan of the pack directory, 4 % of a landing's CPU): a duplicate in a pack
@@ -440,7 +506,46 @@ class DiskStore(ObjectStore):
         body = b"".join(chunks)
         checksum = sha1(body).digest()
         name = "pack-" + checksum.hex()
-        # The pack first, then its index: readers only see a pack once its index exists.
-        _write_durably(self._pack_dir, name + ".pack", body + checksum, "tmp_pack_")
-        _write_durably(self._pack_dir, name + ".idx", pack_index(index_entries, checksum), "tmp_idx_")
+        # The pack first, then its index: readers only see a pack once its index exists. The
+        # index is not synced where a boot id tells a power loss apart (repair_pack_indexes);
+        # the directory's fsync makes both names durable before any row names the objects.
+        _write_file(self._pack_dir, name + ".pack", body + checksum, "tmp_pack_", sync=True)
+        index = pack_index(index_entries, checksum)
+        _write_file(self._pack_dir, name + ".idx", index, "tmp_idx_", sync=self._boot_id is None)
         _fsync_dir(self._pack_dir)
+
+    def repair_pack_indexes(self) -> list[str]:
+        """Check every pack's index (present, its checksum right, naming its pack) and rebuild
+        each one that is not from its pack; the packs whose index was rebuilt."""
+        rebuilt = []
+        for name in sorted(os.listdir(self._pack_dir)):
+            if not (name.startswith("pack-") and name.endswith(".pack")):
+                continue
+            pack_path = os.path.join(self._pack_dir, name)
+            index_name = name[: -len(".pack")] + ".idx"
+            with open(pack_path, "rb") as f:
+                f.seek(-20, os.SEEK_END)  # only the trailer: a pack may be big, and is synced
+                if _index_is_whole(os.path.join(self._pack_dir, index_name), f.read()):
+                    continue
+                f.seek(0)
+                pack = f.read()
+            _write_file(self._pack_dir, index_name, pack_index(_pack_entries(pack), pack[-20:]), "tmp_idx_", sync=False)
+            rebuilt.append(name)
+        if rebuilt:
+            self._odb = _open_odb(self._objects_dir)
+        return rebuilt
+
+    def _repair_once_per_boot(self) -> None:
+        """Repair the pack indexes unless this boot did already (the marker names the boot that
+        checked them last). A marker lost or torn in a power loss only makes the next check run."""
+        if self._boot_id is None:
+            return  # no boot id: every index is synced as it is written
+        marker = os.path.join(self.path, INDEXES_CHECKED)
+        try:
+            with open(marker) as f:
+                if f.read() == self._boot_id:
+                    return
+        except FileNotFoundError:
+            pass
+        self.repair_pack_indexes()
+        _write_file(self.path, INDEXES_CHECKED, self._boot_id.encode(), "tmp_checked_", sync=False)

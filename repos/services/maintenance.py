@@ -45,7 +45,7 @@ from django.db.models import QuerySet
 from ..models import Repository
 from . import content, metrics, refmirror
 from .packs import exclusive
-from .stores import repository_path
+from .stores import repository_path, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
     """Repack one repository if it needs it (or ``force``); sweep its ref mirror; record the
     state, and in the row the event sequence read first (``maintained_seq``: see :func:`maintain_all`)."""
     git_dir = repository_path(repository.name)
+    store_for(repository.name)  # opened first: after a power loss it rebuilds a torn pack index
     started = time.monotonic()
     # (None: the row is gone since it was listed: nothing to mark.)
     seq = Repository.objects.filter(pk=repository.pk).values_list("event_seq", flat=True).first() or 0

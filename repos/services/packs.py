@@ -1,6 +1,6 @@
 """Rolling up the packs that writes gather, and the repository lock maintenance shares.
 
-Every write of objects is one pack (engine/store.py: three fsyncs whatever the batch, where a
+Every write of objects is one pack (engine/store.py: two fsyncs whatever the batch, where a
 loose object cost two or three each). A busy repository so gathers a pack per changeset, merge
 and upload, and readers search every pack's index for an object. Once a repository holds
 ``AGENTGIT["ROLL_UP_PACKS"]`` packs, the write that found it so asks (after its transaction
@@ -25,7 +25,7 @@ from engine.store import DiskStore
 
 from .dispatch import Job, after_commit
 from .refmirror import git
-from .stores import repository_path
+from .stores import repository_path, store_for
 
 #: The file whose lock makes repacks of one repository take turns (across processes).
 LOCK_FILE = "agentgit-maintenance.lock"
@@ -55,6 +55,7 @@ def roll_up(name: str) -> bool:
     """Fold the repository's small packs into one, unless another process repacks it now;
     whether it did."""
     git_dir = repository_path(name)
+    store_for(name)  # opened first: after a power loss it rebuilds a torn pack index
     with exclusive(git_dir) as held:
         if held:
             geometric_repack(git_dir)
