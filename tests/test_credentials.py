@@ -134,7 +134,7 @@ def test_scopes_are_checked_and_admin_implies_all():
 
 
 @pytest.mark.django_db
-def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_num_queries):
+def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_num_queries, monkeypatch):
     credential = CredentialFactory()
     assert credential.last_used is None
 
@@ -142,13 +142,26 @@ def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_nu
     used = Credential.objects.get(pk=credential.pk).last_used
     assert used is not None and first.last_used == used
 
-    with django_assert_num_queries(1):  # the lookup only: no UPDATE within the minute
+    with django_assert_num_queries(0):  # kept in the process, and no UPDATE within the minute
         authenticate_token(credential.token)
     assert Credential.objects.get(pk=credential.pk).last_used == used
 
-    Credential.objects.filter(pk=credential.pk).update(last_used=used - timedelta(minutes=2))
+    later = used + timedelta(minutes=2)
+    monkeypatch.setattr(credentials_service.timezone, "now", lambda: later)
+    with django_assert_num_queries(1):  # the use is recorded again, from the kept credential
+        assert authenticate_token(credential.token).last_used == later
+    assert Credential.objects.get(pk=credential.pk).last_used == later
+    with django_assert_num_queries(0):  # and the kept one knows it
+        authenticate_token(credential.token)
+
+
+@pytest.mark.django_db
+def test_without_the_cache_every_request_looks_its_token_up(settings, django_assert_num_queries):
+    settings.AGENTGIT = {**settings.AGENTGIT, "CREDENTIAL_CACHE": False}
+    credential = CredentialFactory()
     authenticate_token(credential.token)
-    assert Credential.objects.get(pk=credential.pk).last_used > used - timedelta(seconds=1)
+    with django_assert_num_queries(1):  # the lookup only: no UPDATE within the minute
+        authenticate_token(credential.token)
 
 
 @pytest.mark.django_db
