@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
-from django.core import signals
+from django.db import connections
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
@@ -173,10 +173,11 @@ class HotReads:
 def _answer(scope: dict, target: _Target) -> bytes | None:
     """The 200's body, or None when anything but a 200 would be the answer (Django gives it).
 
-    Inside Django's ``request_started`` and ``request_finished``, as a request through Django
-    is: the thread's database connections are checked before and given back after.
+    Outside Django's ``request_started`` and ``request_finished``, which would close the
+    thread's database connection after every read and open it again for the next (on SQLite a
+    pooled connection's set-up statements, ~0.2 ms a read here; docs/adr/0019): the lane's few
+    threads keep one connection each, and close it after a read that left it in doubt.
     """
-    signals.request_started.send(sender=HotReads, scope=scope)
     try:
         admission: Admission = scope[SCOPE_KEY]
         try:
@@ -184,7 +185,17 @@ def _answer(scope: dict, target: _Target) -> bytes | None:
             data = target.read(**target.kwargs)
         except Exception:  # an API error or anything else: Django answers it, from its one table
             return None
-        note(scope, route=target.route, credential=credential)
-        return _RENDERER.render(data)
     finally:
-        signals.request_finished.send(sender=HotReads)
+        _close_doubtful_connections()
+    note(scope, route=target.route, credential=credential)
+    return _RENDERER.render(data)
+
+
+def _close_doubtful_connections() -> None:
+    """Close this thread's connections that saw a database error or are left in a transaction
+    (what Django's request signals would find unusable); the others serve the next read."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and (
+            connection.errors_occurred or connection.in_atomic_block or not connection.get_autocommit()
+        ):
+            connection.close()
