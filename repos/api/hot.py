@@ -30,7 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connections
+from django.dispatch import receiver
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
@@ -99,10 +101,11 @@ def _set_up(view_class: Any) -> Any:
     return view
 
 
+@functools.cache
 def _enabled() -> bool:
     """On, unless off, or unless Django's middleware would answer by the request's transport
     (an HTTPS redirect, HSTS on secure requests, a proxy's forwarded host or scheme), which the
-    lane does not look at."""
+    lane does not look at. Decided once per settings (every request asked it: 5 settings reads)."""
     return bool(
         settings.AGENTGIT["HOT_READS"]
         and not settings.SECURE_SSL_REDIRECT
@@ -112,9 +115,10 @@ def _enabled() -> bool:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _host_allowed(host: bytes | None) -> bool:
     """Whether Django's ``get_host`` would accept the Host header (CommonMiddleware asks it of
-    every request, and answers 400 otherwise)."""
+    every request, and answers 400 otherwise). Decided once per Host value and settings."""
     if not host:
         return False
     allowed = settings.ALLOWED_HOSTS
@@ -122,6 +126,13 @@ def _host_allowed(host: bytes | None) -> bool:
         allowed = [".localhost", "127.0.0.1", "[::1]"]
     domain, _port = split_domain_port(host.decode("latin-1"))
     return bool(domain) and validate_host(domain, allowed)
+
+
+@receiver(setting_changed)
+def _settings_changed(**_signal: Any) -> None:
+    """Settings changed (tests override them): decide again."""
+    _enabled.cache_clear()
+    _host_allowed.cache_clear()
 
 
 def _plain_target(scope: dict) -> _Target | None:
