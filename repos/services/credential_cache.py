@@ -194,7 +194,7 @@ def touched(digest: str, last_used: Any) -> None:
 
 def _copy(credential: Credential) -> Credential:
     """The credential and its user as new instances with the same field values (``copy.copy``
-    of a model goes through pickling's ``__reduce__``: 8x as long)."""
+    of a model goes through pickling's ``__reduce__``: 32 against 8 µs here)."""
     user = _plain_copy(credential.user)
     found = _plain_copy(credential)
     found.user = user
