@@ -9,6 +9,7 @@ and any problem fails the command after the table. The scenarios reuse the machi
 
 * ``reads`` and ``saturation``: Debian's ``wrk`` (a native generator: Python clients cannot
   saturate the read path) with :data:`WRK_SCRIPT`, which sends the bearer token and counts statuses;
+  ``reads`` runs it on a bare ASGI app under the same uvicorn too (benchmarks/floor_asgi.py);
 * ``streams``, ``contention``, ``same-file``, ``big-repo``: the closed-loop writers of
   :func:`benchmarks.cycle.run_writers`;
 * ``fanout``: :func:`benchmarks.events_bench.run_fan_out`;
