@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import mmap
 import os
 import struct
 import threading
@@ -45,6 +44,7 @@ from django.db import connection, transaction
 from django.db.models.base import ModelState
 
 from ..models import Credential
+from .mapped import map_shared
 
 logger = logging.getLogger(__name__)
 
@@ -62,19 +62,7 @@ class FileGeneration:
     """The generation as 8 bytes of a file, mapped into every process that opens it."""
 
     def __init__(self, path: Path) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                if os.fstat(fd).st_size < _COUNTER.size:
-                    os.ftruncate(fd, _COUNTER.size)  # zeros: generation 0
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            self._map = mmap.mmap(fd, _COUNTER.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+        self._fd, self._map = map_shared(path, _COUNTER.size)  # zeros: generation 0
 
     def read(self) -> int:
         return _COUNTER.unpack_from(self._map)[0]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import mmap
 import os
 import struct
 import threading
@@ -39,6 +38,7 @@ from django.conf import settings
 from ..errors import RateLimited
 from ..models import Credential
 from . import metrics
+from .mapped import map_shared
 
 logger = logging.getLogger(__name__)
 
@@ -130,20 +130,7 @@ class FileBuckets:
     _EMPTY = bytes(16)
 
     def __init__(self, path: Path) -> None:
-        size = self.SLOTS * self._SLOT.size
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                if os.fstat(fd).st_size < size:
-                    os.ftruncate(fd, size)  # zeros: every slot empty
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+        self._fd, self._map = map_shared(path, self.SLOTS * self._SLOT.size)  # zeros: every slot empty
         # flock excludes other processes; the threads of this one share its file description.
         self._threads = threading.Lock()
 

@@ -90,20 +90,23 @@ def test_a_bucket_admits_burst_plus_rate_times_time(store, tmp_path):
     assert 5 < admitted <= 5 + 20 * elapsed + 1
 
 
-def test_the_file_shares_its_buckets_and_reuses_the_slots_of_full_ones(tmp_path):
+def test_the_file_shares_its_buckets_and_reuses_the_slots_of_full_ones(tmp_path, monkeypatch):
     """Two openings of one file (as two processes have) drain one bucket; a bucket that is full
-    again gives its slot up, and a table with no slot near a key's place refuses to guess."""
+    again gives its slot up, and a table with no slot near a key's place refuses to guess.
+    On a clock of the test's own: the store reads ``time.time()`` under its lock."""
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit, "time", type("Clock", (), {"time": staticmethod(lambda: now[0])}))
     path = tmp_path / "b.buckets"
     first, second = ratelimit.FileBuckets(path), ratelimit.FileBuckets(path)
     key = uuid.uuid4().hex
     assert [first.take(key, 1.0, 2), second.take(key, 1.0, 2)] == [0, 0]
-    assert first.take(key, 1.0, 2) > 0.9 and second.take(key, 1.0, 2) > 0.9  # empty for both
+    assert first.take(key, 1.0, 2) == 1.0 and second.take(key, 1.0, 2) == 1.0  # empty for both
 
-    # Keys that all land on one slot: the table holds PROBES of them, then refuses...
+    # Keys that all have one place: the table holds PROBES of them, then refuses...
     same_place = ["0" * 16 + f"{index:016x}" for index in range(1, ratelimit.FileBuckets.PROBES + 2)]
     for other in same_place[:-1]:
-        assert first.take(other, 1000.0, 1) == 0
+        assert first.take(other, 1.0, 1) == 0
     with pytest.raises(ratelimit.BucketsFull):
-        first.take(same_place[-1], 1000.0, 1)
-    time.sleep(0.01)  # ...until those buckets are full again (1 token at 1000/s: a millisecond)
-    assert first.take(same_place[-1], 1000.0, 1) == 0
+        first.take(same_place[-1], 1.0, 1)
+    now[0] += 1.0  # ...until those buckets are full again (1 token at 1/s)
+    assert first.take(same_place[-1], 1.0, 1) == 0
