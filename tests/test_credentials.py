@@ -615,3 +615,30 @@ def test_history_lists_render_with_rows(admin_client):
     for model in (Repository, Stream, Event):
         page = admin_client.get(f"/admin/repos/{model._meta.model_name}/").content.decode()
         assert "listed" in page
+
+
+@pytest.mark.django_db
+def test_a_kept_credential_is_looked_up_again_after_any_change_to_a_credential_or_user():
+    credential = CredentialFactory(scopes=["read", "write"])
+    assert authenticate_token(credential.token).scopes == ["read", "write"]  # now kept
+
+    stored = Credential.objects.get(pk=credential.pk)
+    stored.scopes = ["read"]
+    stored.save()  # as the admin's form does
+    assert authenticate_token(credential.token).scopes == ["read"]
+
+    user = stored.user
+    user.is_active = False
+    user.save()
+    with pytest.raises(Unauthenticated):
+        authenticate_token(credential.token)
+
+
+@pytest.mark.django_db
+def test_an_unreadable_generation_means_every_request_looks_its_token_up(settings, django_assert_num_queries, caplog):
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT_REDIS_URL": "redis://127.0.0.1:1/0"}
+    credential = CredentialFactory()
+    authenticate_token(credential.token)
+    with django_assert_num_queries(1):
+        authenticate_token(credential.token)
+    assert "credential generation unreadable" in caplog.text
