@@ -71,6 +71,14 @@ AGENTGIT: dict[str, Any] = {
     "RATE_LIMIT": float(os.environ.get("AGENTGIT_RATE_LIMIT") or 200),
     "RATE_BURST": _env_int("AGENTGIT_RATE_BURST", 400),
     "RATE_LIMIT_REDIS_URL": os.environ.get("REDIS_URL") or None,
+    # Authenticated credentials kept in each server process while the credential generation
+    # (a file in the data directory, or a Redis key with REDIS_URL) is unchanged; every change to
+    # a credential or a user increments it, so a revocation is seen by the next request in every
+    # process (repos.services.credential_cache; off with PostgreSQL and no Redis). An entry is
+    # dropped after CREDENTIAL_CACHE_SECONDS whatever the generation says.
+    # Env: AGENTGIT_CREDENTIAL_CACHE, AGENTGIT_CREDENTIAL_CACHE_SECONDS.
+    "CREDENTIAL_CACHE": _env_bool("AGENTGIT_CREDENTIAL_CACHE", True),
+    "CREDENTIAL_CACHE_SECONDS": float(os.environ.get("AGENTGIT_CREDENTIAL_CACHE_SECONDS") or 60),
     # Web UI login attempts allowed per client address and per user name (django-ratelimit's
     # "count/period"); over either the login form answers 429 without checking the password.
     "LOGIN_RATE_ADDRESS": os.environ.get("AGENTGIT_LOGIN_RATE_ADDRESS", "30/m"),

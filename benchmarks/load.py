@@ -9,6 +9,7 @@ and any problem fails the command after the table. The scenarios reuse the machi
 
 * ``reads`` and ``saturation``: Debian's ``wrk`` (a native generator: Python clients cannot
   saturate the read path) with :data:`WRK_SCRIPT`, which sends the bearer token and counts statuses;
+  ``reads`` runs it on a bare ASGI app under the same uvicorn too (benchmarks/floor_asgi.py);
 * ``streams``, ``contention``, ``same-file``, ``big-repo``: the closed-loop writers of
   :func:`benchmarks.cycle.run_writers`;
 * ``fanout``: :func:`benchmarks.events_bench.run_fan_out`;
@@ -391,10 +392,18 @@ def _wrk_on_a_head(ctx: Context, deployment: Deployment, name: str, connections:
     return window.fill(_wrk_row(name, ctx.backend, connections, summary)), summary
 
 
+#: The ASGI application of the reads scenario's floor (benchmarks/floor_asgi.py).
+FLOOR_APPLICATION = "benchmarks.floor_asgi:application"
+#: Issue 25's goal: reads at least this share of the floor's throughput, in the same run.
+READS_GOAL_OF_FLOOR = 0.20
+
+
 def reads(ctx: Context) -> list[Row]:
-    """32 clients (wrk) reading a stream head: credential check, authorization, one read."""
+    """32 clients (wrk) reading a stream head: credential check, authorization, one read; then
+    the same wrk on a bare ASGI application under the same uvicorn (the floor), in the same run."""
     with ctx.servers.deployment() as deployment:
         row, summary = _wrk_on_a_head(ctx, deployment, "reads", 32)
+        floor = _floor(ctx, deployment, 32, row.seconds)
     other = {status: n for status, n in summary["statuses"].items() if status != 200}
     row.failures = {**{f"http_{s}": n for s, n in other.items()}, "socket": summary["socket_errors"]}
     row.failures = {k: v for k, v in row.failures.items() if v}
@@ -402,7 +411,31 @@ def reads(ctx: Context) -> list[Row]:
         row.problems.append(f"reads: answers other than 200: {row.failures}")
     if not summary["statuses"].get(200):
         row.problems.append("reads: no request was served")
-    return [row]
+    if floor.per_s:
+        row.details["of_floor"] = round(row.per_s / floor.per_s, 3)
+        row.details["goal_of_floor"] = READS_GOAL_OF_FLOOR
+    if row.server_cpu_s is not None and row.count:
+        row.details["server_cpu_ms_per_read"] = round(1000 * row.server_cpu_s / row.count, 3)
+    return [row, floor]
+
+
+def _floor(ctx: Context, deployment: Deployment, connections: int, seconds: float) -> Row:
+    """wrk as :func:`_wrk_on_a_head` runs it, on :data:`FLOOR_APPLICATION` in place of the server
+    (which is started again by the next scenario that needs it)."""
+    deployment.stop_server()
+    try:
+        deployment.start_server(workers=ctx.servers.server_workers, application=FLOOR_APPLICATION)
+        with Window(deployment) as window:
+            summary = run_wrk(
+                f"{deployment.url}/api/v1/repos/reads/streams/main", "floor",
+                connections=connections, seconds=ctx.profile.duration_s, scratch=ctx.scratch,
+            )  # fmt: skip
+    finally:
+        deployment.stop_server()
+    row = window.fill(_wrk_row("reads floor", ctx.backend, connections, summary))
+    if row.count and row.server_cpu_s is not None:
+        row.details["server_cpu_ms_per_read"] = round(1000 * row.server_cpu_s / row.count, 3)
+    return row
 
 
 def _writers_row(name: str, ctx: Context, result: LoadResult, window: Window, unit: str) -> Row:

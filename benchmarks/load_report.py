@@ -19,6 +19,7 @@ from .report import format_ms, text_table
 #: is in the row's unit; ``p99_ms`` is the same latency the row reports, where the reference has it.
 REFERENCE: dict[str, dict[str, Any]] = {
     "reads": {"per_s": 5100, "p99_ms": 21.3, "note": "5 100 requests/s, p99 21.3 ms"},
+    "reads floor": {"per_s": None, "p99_ms": None, "note": "a bare ASGI app: reads' goal is 20 % of it"},
     "streams": {"per_s": 79.5, "p99_ms": 657, "note": "79.5 integrations/s, cycle p99 657 ms, 0 failures"},
     "contention": {"per_s": 44.1, "p99_ms": 1145, "note": "44.1 answered/s, cycle p99 1 145 ms, 11 % aborted"},
     "same-file": {"per_s": 91.6, "p99_ms": None, "note": "91.6 answered/s, integrate p99 386 ms, 329 landed"},
@@ -88,7 +89,12 @@ def _details(row: dict[str, Any]) -> str:
                 text += f" ({d['cpu_ratio_to_small']}x the small repository's)"
         return text
     if "statuses" in d:
-        return "statuses " + ", ".join(f"{k}: {n}" for k, n in d["statuses"].items())
+        text = "statuses " + ", ".join(f"{k}: {n}" for k, n in d["statuses"].items())
+        if "server_cpu_ms_per_read" in d:
+            text += f"; server CPU {d['server_cpu_ms_per_read']} ms a request"
+        if "of_floor" in d:
+            text += f"; {100 * d['of_floor']:.1f} % of the floor's throughput (goal {100 * d['goal_of_floor']:.0f} %)"
+        return text
     return ""
 
 

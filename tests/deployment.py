@@ -410,14 +410,22 @@ class Deployment:
         self._serial += 1
         return f"{kind}-{self._serial}"
 
-    def start_server(self, workers: int = 1, *, env: dict[str, str] | None = None, timeout_s: float = 60) -> str:
-        """``uvicorn --workers N`` on a free loopback port; returns its base URL once /healthz answers."""
+    def start_server(
+        self,
+        workers: int = 1,
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60,
+        application: str = "agentgit_site.asgi:application",
+    ) -> str:
+        """``uvicorn --workers N`` on a free loopback port; returns its base URL once /healthz answers.
+        ``application``: another ASGI application to serve the same way (the benchmark's floor)."""
         last_error: Exception | None = None
         for _attempt in range(3):  # a free port can be taken between choosing and binding it
             port = free_port()
             name = self._next_name("server")
             argv = [
-                sys.executable, "-m", "uvicorn", "agentgit_site.asgi:application",
+                sys.executable, "-m", "uvicorn", application,
                 "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
                 "--lifespan", "off", "--no-access-log", "--timeout-graceful-shutdown", "5",
                 "--ws-per-message-deflate", "false",

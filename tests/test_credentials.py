@@ -134,7 +134,7 @@ def test_scopes_are_checked_and_admin_implies_all():
 
 
 @pytest.mark.django_db
-def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_num_queries):
+def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_num_queries, monkeypatch):
     credential = CredentialFactory()
     assert credential.last_used is None
 
@@ -142,13 +142,26 @@ def test_last_used_is_recorded_but_not_written_on_every_request(django_assert_nu
     used = Credential.objects.get(pk=credential.pk).last_used
     assert used is not None and first.last_used == used
 
-    with django_assert_num_queries(1):  # the lookup only: no UPDATE within the minute
+    with django_assert_num_queries(0):  # kept in the process, and no UPDATE within the minute
         authenticate_token(credential.token)
     assert Credential.objects.get(pk=credential.pk).last_used == used
 
-    Credential.objects.filter(pk=credential.pk).update(last_used=used - timedelta(minutes=2))
+    later = used + timedelta(minutes=2)
+    monkeypatch.setattr(credentials_service.timezone, "now", lambda: later)
+    with django_assert_num_queries(1):  # the use is recorded again, from the kept credential
+        assert authenticate_token(credential.token).last_used == later
+    assert Credential.objects.get(pk=credential.pk).last_used == later
+    with django_assert_num_queries(0):  # and the kept one knows it
+        authenticate_token(credential.token)
+
+
+@pytest.mark.django_db
+def test_without_the_cache_every_request_looks_its_token_up(settings, django_assert_num_queries):
+    settings.AGENTGIT = {**settings.AGENTGIT, "CREDENTIAL_CACHE": False}
+    credential = CredentialFactory()
     authenticate_token(credential.token)
-    assert Credential.objects.get(pk=credential.pk).last_used > used - timedelta(seconds=1)
+    with django_assert_num_queries(1):  # the lookup only: no UPDATE within the minute
+        authenticate_token(credential.token)
 
 
 @pytest.mark.django_db
@@ -602,3 +615,30 @@ def test_history_lists_render_with_rows(admin_client):
     for model in (Repository, Stream, Event):
         page = admin_client.get(f"/admin/repos/{model._meta.model_name}/").content.decode()
         assert "listed" in page
+
+
+@pytest.mark.django_db
+def test_a_kept_credential_is_looked_up_again_after_any_change_to_a_credential_or_user():
+    credential = CredentialFactory(scopes=["read", "write"])
+    assert authenticate_token(credential.token).scopes == ["read", "write"]  # now kept
+
+    stored = Credential.objects.get(pk=credential.pk)
+    stored.scopes = ["read"]
+    stored.save()  # as the admin's form does
+    assert authenticate_token(credential.token).scopes == ["read"]
+
+    user = stored.user
+    user.is_active = False
+    user.save()
+    with pytest.raises(Unauthenticated):
+        authenticate_token(credential.token)
+
+
+@pytest.mark.django_db
+def test_an_unreadable_generation_means_every_request_looks_its_token_up(settings, django_assert_num_queries, caplog):
+    settings.AGENTGIT = {**settings.AGENTGIT, "RATE_LIMIT_REDIS_URL": "redis://127.0.0.1:1/0"}
+    credential = CredentialFactory()
+    authenticate_token(credential.token)
+    with django_assert_num_queries(1):
+        authenticate_token(credential.token)
+    assert "credential generation unreadable" in caplog.text

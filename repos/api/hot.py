@@ -25,12 +25,18 @@ bodies and headers. ``AGENTGIT_HOT_READS=0`` turns the lane off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from concurrent.futures import ThreadPoolExecutor
+import os
+import queue
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.core import signals
+from django.core.signals import setting_changed
+from django.db import connections
+from django.dispatch import receiver
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
@@ -99,10 +105,11 @@ def _set_up(view_class: Any) -> Any:
     return view
 
 
+@functools.cache
 def _enabled() -> bool:
     """On, unless off, or unless Django's middleware would answer by the request's transport
     (an HTTPS redirect, HSTS on secure requests, a proxy's forwarded host or scheme), which the
-    lane does not look at."""
+    lane does not look at. Decided once per settings (every request asked it: 5 settings reads)."""
     return bool(
         settings.AGENTGIT["HOT_READS"]
         and not settings.SECURE_SSL_REDIRECT
@@ -112,9 +119,10 @@ def _enabled() -> bool:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def _host_allowed(host: bytes | None) -> bool:
     """Whether Django's ``get_host`` would accept the Host header (CommonMiddleware asks it of
-    every request, and answers 400 otherwise)."""
+    every request, and answers 400 otherwise). Decided once per Host value and settings."""
     if not host:
         return False
     allowed = settings.ALLOWED_HOSTS
@@ -122,6 +130,13 @@ def _host_allowed(host: bytes | None) -> bool:
         allowed = [".localhost", "127.0.0.1", "[::1]"]
     domain, _port = split_domain_port(host.decode("latin-1"))
     return bool(domain) and validate_host(domain, allowed)
+
+
+@receiver(setting_changed)
+def _settings_changed(**_signal: Any) -> None:
+    """Settings changed (tests override them): decide again."""
+    _enabled.cache_clear()
+    _host_allowed.cache_clear()
 
 
 def _plain_target(scope: dict) -> _Target | None:
@@ -152,16 +167,14 @@ class HotReads:
     def __init__(self, app) -> None:
         self.app = app
         # The reads are blocking database calls (Django refuses them on the event loop): one
-        # hop to a pooled thread and back, where Django's cycle takes one hop as well. Few
+        # hop to a thread of the lane and back, where Django's cycle takes one hop as well. Few
         # threads: more of them only fight the event loop for the GIL (settings.py).
-        self._threads = ThreadPoolExecutor(
-            max_workers=max(1, settings.AGENTGIT["HOT_READ_THREADS"]), thread_name_prefix="agentgit-hot"
-        )
+        self._threads = ReadThreads(max(1, settings.AGENTGIT["HOT_READ_THREADS"]))
 
     async def __call__(self, scope, receive, send) -> None:
         target = _plain_target(scope)
         if target is not None:
-            body = await asyncio.get_running_loop().run_in_executor(self._threads, _answer, scope, target)
+            body = await self._threads.run(_answer, scope, target)
             if body is not None:
                 headers = [*target.headers, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -170,13 +183,61 @@ class HotReads:
         await self.app(scope, receive, send)
 
 
+class ReadThreads:
+    """A few threads taking reads from one queue, each result handed back to the event loop by
+    one ``call_soon_threadsafe``. (``run_in_executor`` chains a concurrent future to an asyncio
+    one through callbacks on both: 78 against 35 µs of CPU a hop here; docs/adr/0019.)"""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._started_in: int | None = None  # the process whose threads serve the queue
+        self._lock = threading.Lock()
+
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """A future of ``function(*args)``, run in one of the threads."""
+        if self._started_in != os.getpid():
+            self._start()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((loop, future, function, args))
+        return future
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started_in != os.getpid():
+                for index in range(self._count):
+                    threading.Thread(target=self._serve, name=f"agentgit-hot-{index}", daemon=True).start()
+                self._started_in = os.getpid()
+
+    def _serve(self) -> None:
+        while True:
+            loop, future, function, args = self._queue.get()
+            try:
+                outcome: tuple[Any, BaseException | None] = (function(*args), None)
+            except BaseException as error:  # handed to the awaiting request, as an executor does
+                outcome = (None, error)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+
+
+def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled: the client went away
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 def _answer(scope: dict, target: _Target) -> bytes | None:
     """The 200's body, or None when anything but a 200 would be the answer (Django gives it).
 
-    Inside Django's ``request_started`` and ``request_finished``, as a request through Django
-    is: the thread's database connections are checked before and given back after.
+    Outside Django's ``request_started`` and ``request_finished``, which would close the
+    thread's database connection after every read and open it again for the next (on SQLite a
+    pooled connection's set-up statements, ~0.2 ms a read here; docs/adr/0019): the lane's few
+    threads keep one connection each, and close it after a read that left it in doubt.
     """
-    signals.request_started.send(sender=HotReads, scope=scope)
     try:
         admission: Admission = scope[SCOPE_KEY]
         try:
@@ -184,7 +245,17 @@ def _answer(scope: dict, target: _Target) -> bytes | None:
             data = target.read(**target.kwargs)
         except Exception:  # an API error or anything else: Django answers it, from its one table
             return None
-        note(scope, route=target.route, credential=credential)
-        return _RENDERER.render(data)
     finally:
-        signals.request_finished.send(sender=HotReads)
+        _close_doubtful_connections()
+    note(scope, route=target.route, credential=credential)
+    return _RENDERER.render(data)
+
+
+def _close_doubtful_connections() -> None:
+    """Close this thread's connections that saw a database error or are left in a transaction
+    (what Django's request signals would find unusable); the others serve the next read."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and (
+            connection.errors_occurred or connection.in_atomic_block or not connection.get_autocommit()
+        ):
+            connection.close()

@@ -48,6 +48,7 @@ from engine.policy import MAX_PATTERNS as MAX_PATTERNS
 from ..errors import Forbidden, Invalid, Unauthenticated
 from ..lookups import Lookup
 from ..models import Credential, Proposal
+from . import credential_cache
 from .repositories import check_repository_name, repository_not_found
 
 TOKEN_PREFIX = "agt_"
@@ -192,8 +193,21 @@ def authenticate_token(token: str) -> Credential:
     """The live credential a token belongs to; Unauthenticated if unknown or revoked.
 
     Its ``user`` comes with it, with the fields requests use loaded (the others load on access).
+    Kept in the process while no credential or user changes (repos.services.credential_cache).
     """
     digest = hash_token(token)
+    generation = credential_cache.generation()  # before the row is read: see credential_cache
+    credential = credential_cache.cached(digest, generation) if generation is not None else None
+    if credential is None:
+        credential = _look_up(digest)
+        if generation is not None:
+            credential_cache.keep(digest, generation, credential)
+    if _touch(credential):
+        credential_cache.touched(digest, credential.last_used)
+    return credential
+
+
+def _look_up(digest: str) -> Credential:
     found = _BY_TOKEN_HASH.get(digest)
     # The index lookup already matched the hash; compare_digest makes the final equality
     # check constant-time whatever the database's comparison does.
@@ -210,26 +224,26 @@ def authenticate_token(token: str) -> Credential:
     User = Credential._meta.get_field("user").related_model
     loaded = [field.attname for field in User._meta.concrete_fields if field.attname in user_fields]
     credential.user = User.from_db(credential._state.db, loaded, [user_fields[name] for name in loaded])
-    _touch(credential)
     return credential
 
 
-def _touch(credential: Credential) -> None:
-    """Record the use, at most once per LAST_USED_RESOLUTION per credential."""
+def _touch(credential: Credential) -> bool:
+    """Record the use, at most once per LAST_USED_RESOLUTION per credential; whether it was due."""
     now = timezone.now()
     stale = now - LAST_USED_RESOLUTION
     # Decide from the row just read first: most requests then issue no UPDATE at all (on
     # SQLite even an UPDATE that matches nothing takes the database's write lock).
     if credential.last_used is not None and credential.last_used >= stale:
-        return
-    # Conditional, so concurrent requests with the same token write once between them.
-    updated = (
+        return False
+    # Conditional, so concurrent requests with the same token write once between them. When it
+    # matched nothing another request wrote a time this recent: ``now`` is as good a hint.
+    (
         Credential.objects.filter(pk=credential.pk)
         .filter(Q(last_used__isnull=True) | Q(last_used__lt=stale))
         .update(last_used=now)
     )
-    if updated:
-        credential.last_used = now
+    credential.last_used = now
+    return True
 
 
 def revoke_credential(credential: Credential) -> None:
@@ -237,6 +251,7 @@ def revoke_credential(credential: Credential) -> None:
     if credential.revoked is None:
         credential.revoked = timezone.now()
         Credential.objects.filter(pk=credential.pk, revoked__isnull=True).update(revoked=credential.revoked)
+        credential_cache.credentials_changed()  # an UPDATE sends no post_save
 
 
 def require_scope(credential: Credential, scope: str) -> None:

@@ -13,25 +13,22 @@ Every server process must see the same buckets, so they live outside the process
 
 * in **Redis** when ``REDIS_URL`` is set (production): one Lua script per request, atomic, timed
   by Redis's clock, so servers on several machines share one bucket per credential;
-* otherwise in a small **SQLite file** in the data directory (the embedded default, whose
-  ``make serve`` runs two processes per core): one ``BEGIN IMMEDIATE`` transaction per request,
-  without fsync (a bucket lost to a power cut refills anyway), taken after an ``flock`` on a file
-  beside it, so that a request waiting for another's transaction wakes the moment it ends
-  (SQLite's own busy handler sleeps for milliseconds between tries: with four processes reading
-  at full speed, most of a request's time was that sleep; docs/adr/0013).
+* otherwise in a **file mapped into every process** of the machine, ``ratelimit.buckets`` in
+  the data directory (the embedded default, whose ``make serve`` runs two processes per core):
+  a table of buckets read and written under an ``flock``, a few microseconds a check. Until
+  docs/adr/0019 it was a SQLite file with one ``BEGIN IMMEDIATE`` transaction per request.
 
-A bucket store that fails (Redis unreachable) lets the request through and logs it: the limit
-protects the server, it is not what makes anything correct.
+A bucket store that fails (Redis unreachable, no free slot in the file's table) lets the
+request through and logs it: the limit protects the server, it is not what makes anything
+correct.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
-import queue
-import sqlite3
+import struct
 import threading
 import time
 from pathlib import Path
@@ -41,6 +38,7 @@ from django.conf import settings
 from ..errors import RateLimited
 from ..models import Credential
 from . import metrics
+from .mapped import map_shared
 
 logger = logging.getLogger(__name__)
 
@@ -111,74 +109,72 @@ return tostring(wait)
         return float(self._script(keys=[f"agentgit:bucket:{key}"], args=[rate, burst]))
 
 
-class SqliteBuckets:
-    """Buckets as rows of a SQLite file, shared by the processes of one machine."""
+class BucketsFull(Exception):
+    """No slot for a new bucket near its place in the table: the request is let through."""
+
+
+class FileBuckets:
+    """Buckets in a file mapped into every process of one machine: a fixed table of slots, one
+    per credential in use, read and written under an ``flock``.
+
+    A slot is the key (16 bytes of the token hash), the tokens, when they were counted, and when
+    the bucket will be full again; from then on the slot is as good as empty and a new bucket
+    may take it. A key's slot is within :data:`PROBES` slots of the place its hash names. A
+    check is a lock, a few memory reads and one write: no transaction, no SQL (docs/adr/0019).
+    Nothing is synced: a bucket lost to a power cut refills anyway.
+    """
+
+    SLOTS = 16384
+    PROBES = 32
+    _SLOT = struct.Struct("<16sddd")  # key, tokens, at, full_at
+    _EMPTY = bytes(16)
 
     def __init__(self, path: Path) -> None:
-        self._path = path
-        self._lock_path = path.with_name(path.name + ".lock")
-        # Idle connections, each with its own open lock file, reused by whichever thread comes
-        # next: a connection per thread would be one per request thread.
-        self._idle: queue.SimpleQueue[tuple[sqlite3.Connection, int]] = queue.SimpleQueue()
-
-    def _connect(self) -> tuple[sqlite3.Connection, int]:
-        connection = sqlite3.connect(self._path, timeout=5, isolation_level=None, check_same_thread=False)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=OFF")
-        connection.execute(
-            "CREATE TABLE IF NOT EXISTS bucket (key TEXT PRIMARY KEY, tokens REAL NOT NULL, at REAL NOT NULL)"
-        )
-        # An open file description of its own: flock excludes every other connection, in this
-        # process's other threads as in the other processes.
-        return connection, os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fd, self._map = map_shared(path, self.SLOTS * self._SLOT.size)  # zeros: every slot empty
+        # flock excludes other processes; the threads of this one share its file description.
+        self._threads = threading.Lock()
 
     def take(self, key: str, rate: float, burst: int) -> float:
         """Seconds until a token is free (0: one was taken)."""
-        try:
-            connection, lock_fd = self._idle.get_nowait()
-        except queue.Empty:
-            connection, lock_fd = self._connect()
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)  # one transaction at a time; freed by the kernel if we die
+        wanted = bytes.fromhex(key)[:16].ljust(16, b"\0")
+        home = int.from_bytes(wanted[:8], "little") % self.SLOTS
+        with self._threads:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # freed by the kernel if we die
             try:
-                wait = self._take(connection, key, rate, burst)
+                return self._take(wanted, home, rate, burst)
             finally:
-                fcntl.flock(lock_fd, fcntl.LOCK_UN)
-        except BaseException:
-            connection.close()
-            os.close(lock_fd)
-            raise
-        self._idle.put((connection, lock_fd))
-        return wait
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    @staticmethod
-    def _take(connection: sqlite3.Connection, key: str, rate: float, burst: int) -> float:
-        connection.execute("BEGIN IMMEDIATE")  # free at once: whoever held it has released the flock
-        try:
-            now = time.time()  # read under the lock, so updates are ordered by time
-            row = connection.execute("SELECT tokens, at FROM bucket WHERE key = ?", (key,)).fetchone()
-            tokens, at = row if row is not None else (float(burst), now)
-            if now > at:
-                tokens = min(float(burst), tokens + (now - at) * rate)
-            wait = 0.0
-            if tokens >= 1:
-                tokens -= 1
-            else:
-                wait = (1 - tokens) / rate
-            connection.execute(
-                "INSERT INTO bucket (key, tokens, at) VALUES (?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, at = excluded.at",
-                (key, tokens, max(now, at)),
-            )
-            connection.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-            raise
+    def _take(self, wanted: bytes, home: int, rate: float, burst: int) -> float:
+        now = time.time()  # read under the lock, so updates are ordered by time
+        table, slot_struct = self._map, self._SLOT
+        free = None
+        tokens, at = float(burst), now
+        for probe in range(self.PROBES):
+            offset = ((home + probe) % self.SLOTS) * slot_struct.size
+            key, stored_tokens, stored_at, full_at = slot_struct.unpack_from(table, offset)
+            if key == wanted:
+                free, tokens, at = offset, stored_tokens, stored_at
+                break
+            if free is None and (key == self._EMPTY or full_at <= now):
+                free = offset
+            if key == self._EMPTY:
+                break  # never used: a key further on would have taken this slot
+        if free is None:
+            raise BucketsFull(f"{self.PROBES} buckets in use around this one")
+        if now > at:
+            tokens = min(float(burst), tokens + (now - at) * rate)
+        wait = 0.0
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            wait = (1 - tokens) / rate
+        at = max(now, at)
+        slot_struct.pack_into(table, free, wanted, tokens, at, at + (burst - tokens) / rate)
         return wait
 
 
-_store: RedisBuckets | SqliteBuckets | None = None
+_store: RedisBuckets | FileBuckets | None = None
 _store_config: tuple | None = None
 _store_lock = threading.Lock()
 
@@ -193,7 +189,7 @@ _inherited: list = []
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def _buckets() -> RedisBuckets | SqliteBuckets:
+def _buckets() -> RedisBuckets | FileBuckets:
     """This process's bucket store, for the current settings."""
     global _store, _store_config
     config = (settings.AGENTGIT["RATE_LIMIT_REDIS_URL"], settings.AGENTGIT["DATA_DIR"])
@@ -201,6 +197,6 @@ def _buckets() -> RedisBuckets | SqliteBuckets:
         with _store_lock:
             if _store is None or _store_config != config:
                 redis_url, data_dir = config
-                _store = RedisBuckets(redis_url) if redis_url else SqliteBuckets(Path(data_dir) / "ratelimit.sqlite3")
+                _store = RedisBuckets(redis_url) if redis_url else FileBuckets(Path(data_dir) / "ratelimit.buckets")
                 _store_config = config
     return _store

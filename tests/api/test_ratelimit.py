@@ -1,6 +1,6 @@
 """Rate limits: every credential has a token bucket; an empty bucket answers 429 ``rate_limited``.
 
-In process, buckets are the embedded default's SQLite file (the test data directory); the same
+In process, buckets are the embedded default's mapped file (the test data directory); the same
 tests run against Redis buckets. ``tests/e2e/test_ratelimit.py`` checks the limit holds across
 server processes.
 """
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 REDIS_URL = "redis://127.0.0.1:6379/7"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["file", "redis"])
 def buckets(request, settings):
     """Run a test on each bucket store."""
     url = REDIS_URL if request.param == "redis" else None
@@ -75,10 +75,10 @@ def test_an_unreachable_bucket_store_lets_requests_through(settings, caplog):
     assert "rate limit store unavailable" in caplog.text
 
 
-@pytest.mark.parametrize("store", ["sqlite", "redis"])
+@pytest.mark.parametrize("store", ["file", "redis"])
 def test_a_bucket_admits_burst_plus_rate_times_time(store, tmp_path):
     """The arithmetic, straight on a store: 40 takes as fast as possible over ~0.3 s."""
-    buckets = ratelimit.RedisBuckets(REDIS_URL) if store == "redis" else ratelimit.SqliteBuckets(tmp_path / "b.sqlite3")
+    buckets = ratelimit.RedisBuckets(REDIS_URL) if store == "redis" else ratelimit.FileBuckets(tmp_path / "b.buckets")
     key = uuid.uuid4().hex
     started = time.monotonic()
     admitted = 0
@@ -88,3 +88,25 @@ def test_a_bucket_admits_burst_plus_rate_times_time(store, tmp_path):
     # Never more than the bucket allows; and it did refill while being drained (a machine that
     # stalls the loop for a while loses refills to the full bucket, so no tighter lower bound).
     assert 5 < admitted <= 5 + 20 * elapsed + 1
+
+
+def test_the_file_shares_its_buckets_and_reuses_the_slots_of_full_ones(tmp_path, monkeypatch):
+    """Two openings of one file (as two processes have) drain one bucket; a bucket that is full
+    again gives its slot up, and a table with no slot near a key's place refuses to guess.
+    On a clock of the test's own: the store reads ``time.time()`` under its lock."""
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit, "time", type("Clock", (), {"time": staticmethod(lambda: now[0])}))
+    path = tmp_path / "b.buckets"
+    first, second = ratelimit.FileBuckets(path), ratelimit.FileBuckets(path)
+    key = uuid.uuid4().hex
+    assert [first.take(key, 1.0, 2), second.take(key, 1.0, 2)] == [0, 0]
+    assert first.take(key, 1.0, 2) == 1.0 and second.take(key, 1.0, 2) == 1.0  # empty for both
+
+    # Keys that all have one place: the table holds PROBES of them, then refuses...
+    same_place = ["0" * 16 + f"{index:016x}" for index in range(1, ratelimit.FileBuckets.PROBES + 2)]
+    for other in same_place[:-1]:
+        assert first.take(other, 1.0, 1) == 0
+    with pytest.raises(ratelimit.BucketsFull):
+        first.take(same_place[-1], 1.0, 1)
+    now[0] += 1.0  # ...until those buckets are full again (1 token at 1/s)
+    assert first.take(same_place[-1], 1.0, 1) == 0
