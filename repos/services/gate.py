@@ -142,7 +142,9 @@ def judge(
     trees = [store.read_commit(candidate.head).tree for candidate in candidates]
     own = [store.read_commit(candidate.operation.proposal.head).tree for candidate in candidates]
     results = Results(repository, {*trees, *own})
-    states = {size: results.state(trees[size - 1], needed[size - 1], timeouts[size - 1]) for size in range(1, count + 1)}
+    states = {
+        size: results.state(trees[size - 1], needed[size - 1], timeouts[size - 1]) for size in range(1, count + 1)
+    }
     passed = [size for size, found in states.items() if found == SUCCESS]
     if passed:
         return Verdict(land=max(passed), tree=trees[max(passed) - 1])

@@ -130,8 +130,9 @@ def test_a_proposal_whose_own_changeset_fails_is_refused_at_once_and_holds_nothi
     assert operation.state == "failed" and operation.error["code"] == "policy_denied"
     [detail] = operation.error["details"]
     assert detail["requirement"] == "checks"
-    assert f"ci/test failed (https://ci.example/run/2) on the proposal's own changeset {bad_own['changeset']}" in (
-        detail["message"]
+    assert (
+        f"ci/test failed (https://ci.example/run/2) on the proposal's own changeset {bad_own['changeset']}"
+        in (detail["message"])
     )
     assert Proposal.objects.get(pk=proposals[1]).state == "open"
 
