@@ -24,7 +24,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tests.deployment import BASE_DIR, ApiClient, ApiFailure, Process
 
@@ -44,6 +45,9 @@ RUNNER_JOBS = 64
 #: and polled, so 50 waiting agents cost the server 50 reads a second, not 50 held requests
 #: polling its database (a decision is seen up to this late, within the figures).
 POLL_S = 1.0
+#: Times an agent sends a request again after a retryable answer before it gives up.
+RESENDS = 5
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +63,8 @@ class CheckedChange:
     elapsed_ms: float = 0.0
     #: Its changeset (before integration).
     head: str = ""
+    #: Requests sent again after a retryable answer.
+    resent: int = 0
 
     @property
     def path(self) -> str:
@@ -106,14 +112,15 @@ class CheckRun:
             "own_tests": self.own,
             "batches": self.batches,
             "bisections": self.bisections,
+            "resent": sum(c.resent for c in self.changes),
         }
 
 
 def _land(client: ApiClient, repo: str, change: CheckedChange) -> None:
-    parent = client.head(repo)
     text = f"agent {change.agent} change {change.index}\n"
-    change.head = client.write(repo, parent, {change.path: text}, f"agent {change.agent} change {change.index}")
-    proposal = client.open_proposal(repo, change.head)["id"]
+    message = f"agent {change.agent} change {change.index}"
+    change.head = _again_if_retryable(change, lambda: client.write(repo, client.head(repo), {change.path: text}, message))
+    proposal = _again_if_retryable(change, lambda: client.open_proposal(repo, change.head)["id"])
     started = time.monotonic()
     while True:
         response = client.request(
@@ -135,6 +142,20 @@ def _land(client: ApiClient, repo: str, change: CheckedChange) -> None:
         else:
             change.error = f"{error.get('code')}: {error.get('message')}"[:200]
         return
+
+
+def _again_if_retryable(change: CheckedChange, call: Callable[[], T]) -> T:
+    """``call()``, sent again after a retryable answer (``unavailable``: a database busy past its
+    wait), as the client package does; each resend is counted."""
+    for attempt in range(RESENDS + 1):
+        try:
+            return call()
+        except ApiFailure as failure:
+            if not failure.retryable or attempt == RESENDS:
+                raise
+            change.resent += 1
+            time.sleep(POLL_S)
+    raise AssertionError("unreachable")
 
 
 def _settled(client: ApiClient, repo: str, operation_id: int) -> dict | None:

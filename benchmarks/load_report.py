@@ -73,7 +73,7 @@ def _details(row: dict[str, Any]) -> str:
             f" {d['lands_per_min']} lands/min ({d['x_one_at_a_time']}x one at a time), p99 {format_ms(d['p99_ms'])} ms"
             f" (goal {d['goal_p99_ms']}); {d['check_runs']} check runs ({d.get('own_tests', 0)} of proposals'"
             f" own changesets), {d['batches']} batches,"
-            f" {d['bisections']} bisections"
+            f" {d['bisections']} bisections; {d.get('resent', 0)} requests sent again after a retryable answer"
         )
     if scenario == "git":
         return (

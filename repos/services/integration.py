@@ -170,13 +170,45 @@ def land_stream(stream_id: int) -> int:
     has its own landing task (enqueued when it committed), so there is no need to look again.
     Operations waiting for required checks stay queued: a check's report (or its timeout) lands
     the stream again.
+
+    Calls for one stream coalesce in a process: while a thread lands it, another call only asks
+    that thread to look once more when it is done, and returns 0. Landers of one stream take
+    turns on its row lock anyway, and a pass over a gated queue judges every queued proposal:
+    fifty check reports in a second are then two passes, not fifty in a row. A caller inside a
+    transaction (a one-call landing without workers) has its operation uncommitted, invisible
+    to the thread at work, so its look is asked for again when it commits.
     """
+    with _landing_lock:
+        if stream_id in _landing_now:
+            _landing_now[stream_id] = True
+            if transaction.get_connection().in_atomic_block:
+                after_commit(LAND_STREAM, stream_id)
+            return 0
+        _landing_now[stream_id] = False
     landed = 0
-    while True:
-        count, again = _land_batch(stream_id)
-        landed += count
-        if not again:
-            return landed
+    try:
+        while True:
+            count, again = _land_batch(stream_id)
+            landed += count
+            if again:
+                continue
+            with _landing_lock:  # checked and given up under one lock: no ask falls between
+                if not _landing_now[stream_id]:
+                    del _landing_now[stream_id]
+                    return landed
+                _landing_now[stream_id] = False  # asked again while this pass ran: one more
+    except BaseException:
+        # The failed pass is retried by its job's policy (or left to recovery), which looks at
+        # everything queued, so an ask that came meanwhile is answered by that.
+        with _landing_lock:
+            _landing_now.pop(stream_id, None)
+        raise
+
+
+#: The streams a thread of this process is landing now, each with whether another call asked for
+#: a look while it was at work (see :func:`land_stream`).
+_landing_now: dict[int, bool] = {}
+_landing_lock = threading.Lock()
 
 
 #: Draining a stream's landing queue, after the commit that queued an operation.
