@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 
 import pytest
 
@@ -23,11 +24,13 @@ from .support import (
     LANDING_TIMEOUT_S,
     TEXT,
     ApiClient,
+    Deployment,
     derived_changesets,
     events_of,
     fsck,
     operations_of,
     queued_operations,
+    sql,
 )
 
 
@@ -109,3 +112,85 @@ def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, cli
     assert again.status_code == 200 and again.json() == outcome
     assert events_of(production, proposal, "stream.integrate") == 1
     assert client.head(repo, "target") == head
+
+
+# ------------------------------------------------------------------------------ a batch waiting for checks
+
+
+def _pending_checks(deployment: Deployment, repo: str) -> list[str]:
+    """The trees of the repository with a pending check, as asked for by the gate."""
+    rows = sql(
+        deployment,
+        "SELECT c.tree FROM repos_checkresult c JOIN repos_repository r ON r.id = c.repository_id"
+        " WHERE r.name = %s AND c.state = 'pending' ORDER BY c.id",
+        (repo,),
+    )
+    return [tree for (tree,) in rows]
+
+
+@pytest.mark.parametrize("mode", ["embedded", "production"])
+def test_a_batch_waiting_for_its_checks_survives_sigkill_and_lands_only_what_passed(mode, request):
+    """SIGKILL of the server (and, in production, of the workers) while a batch waits for its
+    required check: no proposal is lost, nothing lands untested, and once the check reports on
+    the restarted deployment every proposal lands on a tree that passed."""
+    deployment: Deployment = request.getfixturevalue(mode)
+    repo = f"gated-{mode}"
+    with ApiClient(deployment.url, deployment.token) as client:
+        client.create_repo(repo)
+        base = client.write(repo, None, {"README.md": "gated\n"}, "base")
+        client.create_stream(repo, "gated", base)
+        policy = {"rules": [{"streams": ["gated"], "required_checks": ["ci/test"], "check_timeout_s": 3600}]}
+        client.request("PUT", f"/repos/{repo}/policy", json=policy)
+        heads = [client.write(repo, base, {f"{name}.txt": f"{name}\n"}, name) for name in ("one", "two", "three")]
+        proposals = [client.open_proposal(repo, head, stream="gated")["id"] for head in heads]
+    workers = [deployment.start_worker()] if mode == "production" else []
+    with ApiClient(deployment.url, deployment.token) as client:
+        operations = []
+        for proposal in proposals:
+            answer = client.integrate_raw(repo, proposal, wait=0)
+            assert answer.status_code == 202, answer.text
+            operations.append(answer.json()["operation"])
+        # The gate asked: the first proposal's result, and the others' own changesets.
+        deadline = time.monotonic() + LANDING_TIMEOUT_S
+        while len(_pending_checks(deployment, repo)) < len(proposals) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_pending_checks(deployment, repo)) == len(proposals)
+
+    for process in [deployment.server, *workers]:
+        process.kill()
+    deployment.start_server(workers=2 if mode == "production" else 1)
+    workers = [deployment.start_worker()] if mode == "production" else []
+    try:
+        with ApiClient(deployment.url, deployment.token) as client:
+            assert client.head(repo, "gated") == base  # nothing landed untested
+            for operation in operations:
+                assert client.operation(repo, operation)["state"] == "queued"
+            ci_token = deployment.create_token("ci", "read,checks", rate=100_000, burst=100_000)
+            with ApiClient(deployment.url, ci_token) as ci:
+                deadline = time.monotonic() + LANDING_TIMEOUT_S
+                while any(client.operation(repo, op)["state"] == "queued" for op in operations):
+                    assert time.monotonic() < deadline, _pending_checks(deployment, repo)
+                    for tree in _pending_checks(deployment, repo):
+                        body = {"tree": tree, "name": "ci/test", "state": "success", "url": "https://ci.example/1"}
+                        ci.request("POST", f"/repos/{repo}/checks", json=body, expect=(201,))
+                    time.sleep(0.2)
+            head = client.head(repo, "gated")
+            landed = {client.operation(repo, op)["state"] for op in operations}
+            assert landed == {"done"}
+            tree = client.get_json(f"/repos/{repo}/changesets/{head}")["tree"]
+            results = client.get_json(f"/repos/{repo}/checks", tree=tree)
+            states = {item["name"]: item["state"] for item in results["checks"]}
+            assert states == {"ci/test": "success"}  # the head's own tree passed
+            for name in ("one", "two", "three"):
+                assert client.file(repo, head, f"{name}.txt") == f"{name}\n".encode()
+            for proposal in proposals:
+                decision = client.proposal(repo, proposal)["decision"]
+                tested = decision["checks"]["tree"]
+                assert {r["state"] for r in client.get_json(f"/repos/{repo}/checks", tree=tested)["checks"]} == {
+                    "success"
+                }
+                assert events_of(deployment, proposal, "stream.integrate") == 1
+        fsck(deployment.repository_dir(repo), head)
+    finally:
+        for worker in workers:
+            worker.stop()

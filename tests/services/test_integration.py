@@ -6,6 +6,8 @@ tests of pytest-django would never reach.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from django.db.models import F
 
@@ -128,3 +130,41 @@ def test_the_retry_wait_is_bounded_spread_and_deterministic():
     assert waits[0] == 0 and all(0 < w <= 32 for w in waits[1:])
     assert waits == [integration.backoff_ms(7, attempt, 32) for attempt in range(1, 25)]
     assert integration.backoff_ms(7, 9, 32) != integration.backoff_ms(8, 9, 32)
+
+
+def test_a_landing_asked_for_while_another_thread_lands_the_stream_is_landed_by_that_thread(monkeypatch):
+    """Calls to land one stream coalesce in a process: the second returns at once, and the thread
+    at work looks at the queue once more before it stops, so what was queued meanwhile lands."""
+    repository = create_repository("demo")
+    base = write(repository, None, {"a.txt": "a\n"})
+    land(repository, base)
+    first = open_proposal(repository, stream="main", head=write(repository, base, {"b.txt": "b\n"}))
+    second = open_proposal(repository, stream="main", head=write(repository, base, {"c.txt": "c\n"}))
+    stream = Stream.objects.get(repository=repository, name="main").pk
+    real_pass, passes = integration._land_batch, []
+    between_passes, go_on = threading.Event(), threading.Event()
+
+    def pass_then_pause(stream_id):
+        result = real_pass(stream_id)
+        passes.append(result)
+        if len(passes) == 1:  # after the first pass has committed: hold the thread "at work"
+            between_passes.set()
+            assert go_on.wait(30)
+        return result
+
+    monkeypatch.setattr(integration, "_land_batch", pass_then_pause)
+    monkeypatch.setattr(integration, "_enqueue_on_commit", lambda stream_id: None)  # landings asked below
+    integration.request_integration(first)
+    at_work = threading.Thread(target=integration.land_stream, args=(stream,))
+    at_work.start()
+    assert between_passes.wait(30)
+    integration.request_integration(second)  # queued while the first thread is at work
+    assert integration.land_stream(stream) == 0  # coalesced: left to the thread at work
+    go_on.set()
+    at_work.join(30)
+
+    assert not at_work.is_alive() and len(passes) == 2
+    for proposal in (first, second):
+        proposal.refresh_from_db()
+        assert proposal.state == Proposal.State.INTEGRATED
+    assert integration.land_stream(stream) == 0 and len(passes) == 3  # nothing left, not at work
