@@ -22,9 +22,9 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tests.deployment import BASE_DIR, ApiClient, ApiFailure, Process
@@ -119,7 +119,9 @@ class CheckRun:
 def _land(client: ApiClient, repo: str, change: CheckedChange) -> None:
     text = f"agent {change.agent} change {change.index}\n"
     message = f"agent {change.agent} change {change.index}"
-    change.head = _again_if_retryable(change, lambda: client.write(repo, client.head(repo), {change.path: text}, message))
+    change.head = _again_if_retryable(
+        change, lambda: client.write(repo, client.head(repo), {change.path: text}, message)
+    )
     proposal = _again_if_retryable(change, lambda: client.open_proposal(repo, change.head)["id"])
     started = time.monotonic()
     while True:

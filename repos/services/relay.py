@@ -455,16 +455,20 @@ def encode(message: Message) -> bytes:
 
 
 async def relayed(repository_id: int, after: int, wants: Filter, timeout_s: float) -> AsyncIterator[bytes]:
-    """The SSE stream under ASGI: from this process's relay until ``timeout_s`` has passed."""
+    """The SSE stream under ASGI: from this process's relay until ``timeout_s`` has passed, and
+    what was already there when it passes (``timeout=0``: the events stored after ``after``, then
+    the end, as under WSGI)."""
     deadline = time.monotonic() + timeout_s
     subscription = await relay().subscribe(repository_id, after, wants)
     try:
-        while (left := deadline - time.monotonic()) > 0:
-            messages = await subscription.next(min(KEEPALIVE_S, left))
+        while True:
+            messages = await subscription.next(min(KEEPALIVE_S, max(0.0, deadline - time.monotonic())))
             if messages:
                 yield b"".join(subscription.encoded(message, encode) for message in messages)
             elif deadline - time.monotonic() > 0:
                 yield KEEPALIVE
+            else:
+                return
     except TooFarBehind as behind:
         yield f": too far behind; resume after {behind.resume_id}\n\n".encode()
     finally:

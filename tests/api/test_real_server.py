@@ -61,6 +61,12 @@ def test_core_scenario_over_http():
             last = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")][-1]
             assert last["outcome"] == "merge" and last["head"] == merged["stream_head"]
 
+            # ?timeout=0: what is stored after the resume point, then the end (as under WSGI).
+            params = {"timeout": 0, "kinds": "stream.integrate"}
+            body = http.get("/repos/demo/events", params=params, headers=resume).text
+            heads = [json.loads(line[6:])["head"] for line in body.splitlines() if line.startswith("data: ")]
+            assert heads == [alice, merged["stream_head"]]
+
         ready = httpx.get(f"{server.url}/readyz", trust_env=False)
         assert ready.status_code == 200 and ready.json()["status"] == "ok"
         metrics = httpx.get(f"{server.url}/metrics", trust_env=False).text
