@@ -469,7 +469,7 @@ def _apply(credential: Credential, repository: Repository, command: Command) -> 
     stream = Stream.objects.filter(repository=repository, name=name).select_related("repository").first()
     if command.deletes:
         _need(credential, "admin", "deleting a stream")
-        repositories.delete_stream(repository, name, credential)
+        integration.delete_stream(repository, name, credential)
         return [f"deleted stream {name}"]
     _need(credential, "write", "pushing to a stream")
     if stream is None:

@@ -722,9 +722,9 @@ def _record_rule_merge(stream: Stream, store: ObjectStore, proposal: Proposal, i
 
 
 def delete_stream(repository: Repository, name: str, credential: Credential | None = None) -> None:
-    """Delete a stream (never the default one), with its proposals and operations; its changesets
-    stay readable by id (the objects are the repository's, not the stream's). A stream the
-    policy protects from direct updates is refused (``policy_denied``)."""
+    """Delete a stream (never the default one), with its proposals and operations, by REST or by
+    a git push; its changesets stay readable by id (the objects are the repository's, not the
+    stream's). A stream the policy protects from direct updates is refused (``policy_denied``)."""
     if name == repository.default_stream:
         raise Forbidden(f"{name!r} is the default stream of {repository.name}: it cannot be deleted")
     with transaction.atomic():
@@ -734,10 +734,12 @@ def delete_stream(repository: Repository, name: str, credential: Credential | No
             raise NotFound(f"no stream named {name!r} in {repository.name}")
         head = stream.head
         policies.judge_direct_update(repository, name, head, None, credential)
+        if head:  # its history stays: the head's changeset keeps a ref of its own in the mirror
+            refmirror.protect_changeset(repository.name, head)
         stream.delete()
         append_event(repository, STREAM_DELETED, {"stream": name, "head": head})
-    # The git branch goes too; the objects stay (maintenance never prunes), readable by id.
-    refmirror.follow_stream(repository, name)
+        # The git branch goes too, once this commits; the objects stay (maintenance never prunes).
+        transaction.on_commit(lambda: refmirror.follow_stream(repository, name))
 
 
 def _abort_queued(stream_id: int, attempts: int) -> int:

@@ -16,7 +16,7 @@ from ..errors import AlreadyExists, ApiError, Invalid, NotFound, from_engine
 from ..lookups import Lookup
 from ..models import Credential, Repository, Stream
 from . import policies, refmirror
-from .events import REPOSITORY_CREATED, STREAM_CREATED, STREAM_DELETED, append_event, append_events
+from .events import REPOSITORY_CREATED, STREAM_CREATED, append_event, append_events
 from .stores import store_for
 
 # A name is checked as the OpenAPI schema describes it (repos/api/schema.py): it matches the
@@ -369,19 +369,3 @@ def _name_prefix(prefix: str) -> Q:
     # SQLite's LIKE ignores case and skips the index; a range under the BINARY collation is
     # exact: stream names are ASCII below 0x7f (check_stream_name).
     return Q(name__gte=prefix, name__lt=prefix + "\x7f")
-
-
-def delete_stream(repository: Repository, name: str, credential: Credential | None = None) -> None:
-    """Delete a stream (never the default one). Its history stays: the changesets it reached
-    are still rows, so its head is protected in the ref mirror before the row goes. A stream the
-    policy protects from direct updates is refused (``policy_denied``)."""
-    if name == repository.default_stream:
-        raise Invalid(f"{name!r} is the default stream of {repository.name}; it cannot be deleted")
-    stream = get_stream(repository, name)
-    policies.judge_direct_update(repository, name, stream.head, None, credential)
-    if stream.head:
-        refmirror.protect_changeset(repository.name, stream.head)
-    with transaction.atomic():
-        Stream.objects.filter(pk=stream.pk).delete()
-        append_event(repository, STREAM_DELETED, {"stream": name, "head": stream.head})
-    transaction.on_commit(lambda: refmirror.follow_stream(repository, name))  # as create_stream
