@@ -279,6 +279,14 @@ class Policy:
     def rules_for(self, stream: str) -> list[Rule]:
         return [rule for rule in self.rules if rule.streams.matches(stream)]
 
+    def needs_paths(self, stream: str) -> bool:
+        """Whether judging a change landing on ``stream`` reads the paths it changes: a rule of
+        the stream has a path condition, denied paths or code owners. Without, the judgment is
+        the same for every change, and working the paths out (a merge base, a diff) is skipped."""
+        return any(
+            rule.paths is not None or rule.deny_paths is not None or rule.code_owners for rule in self.rules_for(stream)
+        )
+
     def checks_for(self, stream: str, paths: Sequence[str]) -> tuple[tuple[str, ...], int]:
         """The checks a change of ``paths`` landing on ``stream`` needs, and the shortest timeout
         among the rules asking for them (none: ``()``)."""

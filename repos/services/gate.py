@@ -28,6 +28,10 @@ a crash loses no state:
    lands as soon as it passed). With ``speculative``, a ready prefix that grew while a shorter one
    is under test is asked for at once, so it is tested on top of the shorter one while that is
    still being tested (Zuul's speculative testing); without, it waits for the shorter one's answer.
+   A queued proposal behind a candidate whose own test has not passed is not integrated yet
+   (``behind``): no prefix through that candidate is asked for before its own test passes, so
+   the merges behind it would be written and judged for nothing on every look; their own tests
+   are asked for all the same.
 
 Asking writes a ``pending`` result per required check (its ``updated`` time starts the timeout)
 and a ``check.requested`` event naming the changeset to test (``of``: ``result`` for a prefix,
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from engine.graph import is_ancestor
 from engine.store import ObjectStore
 
 from ..models import CheckResult, Operation, Repository
@@ -127,10 +132,33 @@ def own_failure(
     return results.facts(tree, names)
 
 
+def own_passed(
+    results: Results, store: ObjectStore, operation: Operation, names: Sequence[str], head: str | None
+) -> bool:
+    """Whether the proposal's own test lets it join a batch on ``head``: it passed, none is
+    needed, or it fast-forwards ``head`` (its result is its own changeset: that is its test)."""
+    tree = store.read_commit(operation.proposal.head).tree
+    if not names or results.state(tree, names, MAX_TIMEOUT) == SUCCESS:
+        return True
+    return head is None or is_ancestor(store, head, operation.proposal.head)
+
+
+#: No timeout: whether a result passed does not depend on one.
+MAX_TIMEOUT = 2**31
+
+
 def judge(
-    repository: Repository, stream: str, store: ObjectStore, candidates: Sequence[Candidate], *, speculative: bool
+    repository: Repository,
+    stream: str,
+    store: ObjectStore,
+    candidates: Sequence[Candidate],
+    behind: Sequence[Candidate] = (),
+    *,
+    speculative: bool,
 ) -> Verdict:
-    """What to do with the queue's candidates now (see the module's docstring)."""
+    """What to do with the queue's candidates now (see the module's docstring); ``behind``: the
+    queued proposals after them, not integrated yet (:func:`own_passed` failed for the first),
+    whose own tests are asked for."""
     count = len(candidates)
     needed: list[tuple[str, ...]] = []  # the checks prefix i + 1 needs: every one of its candidates'
     timeouts: list[int] = []
@@ -141,7 +169,8 @@ def judge(
         return Verdict(land=count)
     trees = [store.read_commit(candidate.head).tree for candidate in candidates]
     own = [store.read_commit(candidate.operation.proposal.head).tree for candidate in candidates]
-    results = Results(repository, {*trees, *own})
+    own_behind = [store.read_commit(candidate.operation.proposal.head).tree for candidate in behind]
+    results = Results(repository, {*trees, *own, *own_behind})
     states = {
         size: results.state(trees[size - 1], needed[size - 1], timeouts[size - 1]) for size in range(1, count + 1)
     }
@@ -163,12 +192,16 @@ def judge(
         ready += 1
     pending = [size for size, found in states.items() if found == PENDING and (failed is None or size < failed)]
     asked: list[tuple[str, tuple[str, ...], int]] = []  # (tree, names, timeout)
-    for index in range(1, count):
-        candidate = candidates[index]
-        if candidate.names and own_state(index) == MISSING:
+    unready = [(candidates[index], own[index], own_state(index)) for index in range(1, count)]
+    unready += [
+        (candidate, tree, results.state(tree, candidate.names, candidate.timeout_s))
+        for candidate, tree in zip(behind, own_behind, strict=True)
+    ]
+    for candidate, tree, found in unready:
+        if candidate.names and found == MISSING:
             context = {"of": "proposal", "changeset": candidate.operation.proposal.head}
-            _ask(repository, stream, own[index], candidate.names, [candidate], context)
-            asked.append((own[index], candidate.names, candidate.timeout_s))
+            _ask(repository, stream, tree, candidate.names, [candidate], context)
+            asked.append((tree, candidate.names, candidate.timeout_s))
     size = None
     if failed is not None:
         size = (failed + 1) // 2 if not pending else None  # bisect: half of the smallest failed prefix
@@ -179,11 +212,7 @@ def judge(
         _ask(repository, stream, trees[size - 1], needed[size - 1], candidates[:size], context)
         asked.append((trees[size - 1], needed[size - 1], timeouts[size - 1]))
     waiting = [(trees[size - 1], needed[size - 1], timeouts[size - 1]) for size in pending]
-    waiting += [
-        (own[index], candidates[index].names, candidates[index].timeout_s)
-        for index in range(1, count)
-        if own_state(index) == PENDING
-    ]
+    waiting += [(tree, candidate.names, candidate.timeout_s) for candidate, tree, found in unready if found == PENDING]
     waits = [results.wait_s(*item) for item in waiting] + [timeout for _tree, _names, timeout in asked]
     return Verdict(land=0, wake_in_s=max(0.0, min(waits, default=float(timeouts[-1]))) + 1.0)
 

@@ -229,7 +229,8 @@ def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery
     every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
     start, on the beat schedule and by ``make serve``; the ref mirror is rebuilt beside it
     (``refmirror.rebuild_all``: by ``agentgit_recover``, at worker start and by maintenance)."""
-    stream_ids = Operation.objects.filter(state=Operation.State.QUEUED).values_list("stream_id", flat=True).distinct()
+    queued = Operation.objects.filter(state=Operation.State.QUEUED).order_by()  # no ordering: DISTINCT by stream
+    stream_ids = queued.values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
     return Recovery(landed, derived.derive_missing(progress))
 
@@ -361,9 +362,13 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         own = gate.own_results(repository, store, operations) if gated else None
         own_refused: set[int] = set()  # operation ids refused for their own changeset's failure
         results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
-        changed: dict[int, dict] = {}  # operation id -> the paths its integration changed
+        moves: dict[int, tuple[str | None, str]] = {}  # operation id -> the head it moved from, to
         decisions: dict[int, Decision] = {}  # operation id -> the policy decision it lands by
         candidates: list[gate.Candidate] = []  # the clean integrations, in order, for the gate
+        # Queued behind a candidate whose own test has not passed: no prefix through it is asked
+        # for until it has, so it is not integrated yet (its own test is asked for all the same).
+        behind: list[gate.Candidate] = []
+        behind_at = 0  # where in ``results`` the first of them would have been
         for operation in operations:
             if operation.proposal.state == Proposal.State.CLOSED:
                 results.append((operation, None, closed_refusal(operation.proposal)))
@@ -388,6 +393,13 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
                     )
                     results.append((operation, None, _refused(refused, operation, stream.name)))
                     continue
+            decided = decisions.get(operation.pk)
+            names = _checks_of(decided) if decided is not None else ()
+            timeout = decided.check_timeout_s if decided is not None else DEFAULT_CHECK_TIMEOUT_S
+            if own is not None and (behind or (candidates and not gate.own_passed(own, store, operation, names, head))):
+                behind_at = behind_at if behind else len(results)
+                behind.append(gate.Candidate(operation, operation.proposal.head, names, timeout))
+                continue
             try:
                 integration = _integrate(repository, store, head, operation.proposal, stream.name, rules)
             except EngineError as error:
@@ -395,17 +407,15 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
                 continue
             results.append((operation, integration, None))
             if integration.head is not None and integration.head != head:
-                changed[operation.pk] = paths_between(store, head, integration.head)
-                decided = decisions.get(operation.pk)
-                names = _checks_of(decided) if decided is not None else ()
-                timeout = decided.check_timeout_s if decided is not None else DEFAULT_CHECK_TIMEOUT_S
+                moves[operation.pk] = (head, integration.head)
                 candidates.append(gate.Candidate(operation, integration.head, names, timeout))
             head = integration.head
         crash_point("objects_written")
-        verdict = gate.judge(repository, stream.name, store, candidates, speculative=_speculative())
+        verdict = gate.judge(repository, stream.name, store, candidates, behind, speculative=_speculative())
         # What the verdict lets finish: everything before the first candidate that does not land
         # (integrated on heads that do land), and a refused first candidate; the rest waits.
-        finished, again = len(results), len(operations) == batch_size
+        finished = behind_at if behind else len(results)
+        again = len(operations) == batch_size or (bool(behind) and verdict.land > 0)
         if verdict.land < len(candidates):
             waiting = candidates[verdict.land].operation
             finished = next(index for index, (operation, _i, _e) in enumerate(results) if operation is waiting)
@@ -426,7 +436,9 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         for operation, integration, error in results:
             decision = decisions.get(operation.pk)
             record = None if decision is None else _landed_by(decision, verdict, integration)
-            _record(stream, store, operation, integration, error, changed.get(operation.pk), record)
+            move = moves.get(operation.pk)
+            paths = None if move is None else paths_between(store, *move)
+            _record(stream, store, operation, integration, error, paths, record)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
@@ -529,7 +541,8 @@ def wake_for_checks(repository: Repository) -> None:
     """A check reported: look again at each stream of the repository with queued operations (the
     gate may now land, refuse or bisect). One query; nothing when nothing is queued."""
     queued = Operation.objects.filter(repository=repository, state=Operation.State.QUEUED)
-    for stream_id in queued.values_list("stream_id", flat=True).distinct():
+    # order_by(): the model's ordering (by id) would make DISTINCT one row per operation.
+    for stream_id in queued.order_by().values_list("stream_id", flat=True).distinct():
         after_commit(LAND_STREAM, stream_id)
 
 

@@ -265,11 +265,13 @@ def judge_proposal(
     rules = policy.rules_for(stream_name)
     if not rules:
         return evaluate(policy, Facts(stream=stream_name, paths=(), actor=""))
-    base = None
-    if stream_head is not None:
-        bases = merge_bases(store, stream_head, proposal.head)
-        base = bases[0] if bases else None
-    paths = _changed(store, base, proposal.head)
+    paths: Sequence[str] = ()
+    if policy.needs_paths(stream_name):
+        base = None
+        if stream_head is not None:
+            bases = merge_bases(store, stream_head, proposal.head)
+            base = bases[0] if bases else None
+        paths = _changed(store, base, proposal.head)
     tree = store.read_commit(proposal.head).tree
     bypass = operation.bypass or None
     authors, verdicts = _authors(proposal), _verdicts(proposal.pk)
@@ -301,7 +303,7 @@ def judge_direct_update(
         return None
     store = store_for(repository.name)
     paths: Sequence[str] = ()
-    if new is not None:
+    if new is not None and policy.needs_paths(stream_name):
         base = old
         if old is not None and not is_ancestor(store, old, new):
             bases = merge_bases(store, old, new)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from engine.trees import lookup
-from repos.models import CheckResult, Event, Operation, Proposal
+from repos.models import CheckResult, Event, Operation, Proposal, Stream
 from repos.services import integration
 from repos.services.stores import store_for
 
@@ -234,3 +234,23 @@ def test_a_direct_update_needs_the_checks_passed_on_its_tree_already(repo):
     assert detail["requirement"] == "checks" and "has not reported" in detail["message"]
     report(ci, agent.get(f"/changesets/{agent.head()}").json()["tree"], "success")
     assert agent.post("/streams", {"name": "release/1", "from": "main"}).status_code == 201
+
+
+def test_a_report_looks_once_at_each_stream_that_waits_whatever_its_queue(repo, monkeypatch):
+    agent, admin, ci = repo
+    guard(admin)
+    base = agent.head()
+    for name in ("one", "two", "three"):
+        proposal = agent.propose(agent.write(base, {f"{name}.txt": f"{name}\n"}))
+        assert agent.post(f"/proposals/{proposal}/integrate", {}, wait=0).status_code == 202
+    looks: list[tuple] = []
+    real = integration.after_commit
+
+    def after_commit(job, *args):
+        looks.append((job.name, *args))
+        real(job, *args)
+
+    monkeypatch.setattr(integration, "after_commit", after_commit)
+    report(ci, requested()[0]["tree"], "success")
+    main = Stream.objects.get(name="main").pk
+    assert looks == [(integration.LAND_STREAM.name, main)]  # one look at main, not one per queued operation
