@@ -339,17 +339,23 @@ def split_rev_path(repository: Repository, rev_and_path: str) -> tuple[str, str]
 
 def streams_by_prefix(repository: Repository, prefixes: list[str] | None) -> list[tuple[str, str]]:
     """``(name, head)`` of the non-empty streams whose name starts with one of ``prefixes`` (None:
-    every stream), by name: one query, each prefix a range of the ``(repository, name)`` index
-    (git's ``ls-refs ref-prefix``, pushed down rather than filtering every stream afterwards)."""
+    every stream), by name: each prefix a range of the ``(repository, name)`` index (git's
+    ``ls-refs ref-prefix``, pushed down rather than filtering every stream afterwards).
+
+    The ranges are one ``UNION ALL``, not an ``OR`` in one ``WHERE``: for an ``OR`` of ranges
+    SQLite searches the index by repository alone unless ``ANALYZE`` has run, a scan of every
+    stream (189 ms for ``git fetch URL refs/heads/<one>`` at a million streams, 14.7 at 1 000;
+    git asks with two ``refs/heads/`` prefixes there). A prefix that another one covers is
+    dropped, so the ranges are disjoint and no row comes twice."""
     streams = Stream.objects.filter(repository=repository, head__isnull=False)
     if prefixes is not None:
-        if not prefixes:
+        outermost = sorted({p for p in prefixes if not any(p != q and p.startswith(q) for q in prefixes)})
+        if not outermost:
             return []
-        condition = Q()
-        for prefix in prefixes:
-            condition |= _name_prefix(prefix)
-        streams = streams.filter(condition)
-    # Non-empty streams only (head__isnull=False), so every head is a str.
+        parts = [streams.filter(_name_prefix(prefix)).order_by().values_list("name", "head") for prefix in outermost]
+        query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+        # Non-empty streams only (head__isnull=False), so every head is a str.
+        return cast(list[tuple[str, str]], list(query.order_by("name")))
     return cast(list[tuple[str, str]], list(streams.order_by("name").values_list("name", "head")))
 
 
