@@ -342,6 +342,7 @@ _LOCKED_BY_NAME = Rows(
     lambda repository, name: (
         Stream.objects.select_for_update(of=("self",), no_key=True)
         .filter(repository=repository, name=name)
+        .order_by()
         .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
         .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
     ),
