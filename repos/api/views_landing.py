@@ -8,7 +8,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from ..errors import ApiError, PolicyDenied
-from ..services import landing
+from ..models import Operation
+from ..services import integration, landing
 from ..services.credentials import require_scope
 from . import serializers as s
 from .base import ApiView, query_number, repository, validated
@@ -59,6 +60,8 @@ class LandView(ApiView):
         default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
         wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
 
+        in_hand: list[Operation] = []  # the operation this request queued (and landed, without workers)
+
         def act() -> dict:
             landed = landing.land(
                 found,
@@ -69,6 +72,7 @@ class LandView(ApiView):
                 provenance=body.get("provenance"),
                 credential=request.auth,
             )
+            in_hand.append(landed.operation)
             return {
                 "changeset": landed.changeset.commit_id,
                 "proposal": landed.proposal.pk,
@@ -76,7 +80,10 @@ class LandView(ApiView):
             }
 
         def answer(record: dict, replayed: bool) -> Response:
-            operation = integration_of(found, record, replayed, wait)
+            if in_hand and not replayed:  # as recorded by this request: not read back
+                operation = integration.wait_for(in_hand[0], wait)
+            else:
+                operation = integration_of(found, record, replayed, wait)
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)

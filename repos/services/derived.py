@@ -82,7 +82,8 @@ def refresh(repository: Repository, store: ObjectStore | None = None, known: Kno
     known = known if known is not None else _known_for(repository)
     with known.lock:
         rows = _rows_from(repository, known.last_id)
-        if known.last_id and (not rows or rows[0][0] != known.last_id):
+        # Gone: the last row read, or (none read yet) every row of what this process derived.
+        if (not rows and known.derived) or (known.last_id and rows and rows[0][0] != known.last_id):
             known.derived.clear()
             known.covered.clear()
             known.last_id = 0
@@ -95,6 +96,18 @@ def refresh(repository: Repository, store: ObjectStore | None = None, known: Kno
                 known.covered.add(oid)
             known.last_id = row_id
     return known
+
+
+def known_at(repository: Repository, store: ObjectStore, head: ObjectId | None) -> Known:
+    """This process's view for a landing on ``head``: refreshed (one query) unless it
+    knows ``head`` already (it derived or read it: rows are only ever added, and a known
+    changeset's ancestors are known too), so a landing on what this process landed last reads
+    nothing. What other processes derived meanwhile is read by the next refresh; until then an
+    ancestry question about it reads objects (the engine's memo) instead of rows."""
+    known = _known_for(repository)
+    if head is not None and head in known.derived:
+        return known
+    return refresh(repository, store, known)
 
 
 def _rows_from(repository: Repository, row_id: int) -> list[list]:
@@ -157,7 +170,21 @@ def derive_landed(repository: Repository, store: ObjectStore, head: ObjectId, kn
     if derived is None:
         return False
     _insert(repository, derived)
+    # Once committed, this process knows them without reading them back (known_at).
+    transaction.on_commit(lambda: _learn(store, known, derived))
     return True
+
+
+def _learn(store: ObjectStore, known: Known, commits: list[DerivedCommit]) -> None:
+    """Add what this process derived (and committed) to its view, nodes first (as refresh)."""
+    remember_nodes(
+        store, ((commit.id, GraphNode(commit.generation, commit.parents, commit.time)) for commit in commits)
+    )
+    with known.lock:
+        for commit in commits:
+            known.derived.add(commit.id)
+            if commit.changed is not None:
+                known.covered.add(commit.id)
 
 
 def derive_missing(

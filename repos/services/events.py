@@ -121,22 +121,33 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
 
 def append_events(repository: Repository, kind: str, payloads: list[dict]) -> None:
     """:func:`append_event` for many events of one kind at once (a push creating thousands of
-    streams): one UPDATE hands out their sequence numbers, one INSERT writes them. The same
-    rows, numbers and pushes as one :func:`append_event` each, in the order given."""
-    if not payloads:
+    streams): see :func:`append_all`."""
+    append_all(repository, [(kind, payload) for payload in payloads])
+
+
+def append_all(repository: Repository, events: list[tuple[str, dict]]) -> None:
+    """:func:`append_event` for each ``(kind, payload)``, in the order given, in two statements
+    whatever their number: one UPDATE hands out their sequence numbers, one INSERT writes them
+    (a landing's events, a push creating thousands of streams). The same rows, numbers and
+    pushes as one :func:`append_event` each."""
+    if not events:
         return
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("events are written in the transaction of the change they announce")
     with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_NEXT_SEQS, [len(payloads), repository.pk])
+        cursor.execute(_NEXT_SEQS, [len(events), repository.pk])
         (last,) = cursor.fetchone()
-    first = last - len(payloads) + 1
-    events = [
+    first = last - len(events) + 1
+    rows = [
         Event(repository=repository, seq=seq, kind=kind, payload=payload)
-        for seq, payload in enumerate(payloads, start=first)
+        for seq, (kind, payload) in enumerate(events, start=first)
     ]
-    for event in Event.objects.bulk_create(events):
+    for event in Event.objects.bulk_create(rows):
         publish_on_commit(repository.pk, wire(event))
+    if repository.webhooks:  # as append_event
+        from .webhooks import deliver_on_commit
+
+        deliver_on_commit(repository.pk)
     if settings.CELERY_TASK_ALWAYS_EAGER:
         transaction.on_commit(prune_when_due)
 

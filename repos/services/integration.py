@@ -23,26 +23,28 @@ as ``aborted`` (retryable) and their proposals are untouched.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from engine.errors import EngineError
 from engine.graph import is_ancestor
 from engine.integrate import Integration, Outcome, integrate
 from engine.merge import Rule
-from engine.policy import DEFAULT_CHECK_TIMEOUT_S, Decision
+from engine.policy import DEFAULT_CHECK_TIMEOUT_S, Decision, Policy
 from engine.store import ObjectStore
 from engine.trees import diff_trees
 
@@ -56,10 +58,12 @@ from .events import (
     PROPOSAL_CONFLICT,
     STREAM_DELETED,
     STREAM_INTEGRATE,
+    append_all,
     append_event,
     author,
     changed_paths,
 )
+from .repositories import get_stream
 from .stores import server_signature, store_for
 
 User = get_user_model()
@@ -125,6 +129,29 @@ def resolver_rules(repository: Repository) -> list[Rule]:
 _RULES = Rows(lambda repository: ResolverRule.objects.filter(repository=repository).values_list("pattern", "rule"), int)
 
 
+class _RulesWhenAsked(Sequence[Rule]):
+    """A repository's resolver rules, read the first time they are asked for: only a merge
+    applies them, so a landing that fast-forwards never reads them."""
+
+    def __init__(self, repository: Repository) -> None:
+        self._repository = repository
+        self._rules: list[Rule] | None = None
+
+    def _read(self) -> list[Rule]:
+        if self._rules is None:
+            self._rules = resolver_rules(self._repository)
+        return self._rules
+
+    def __getitem__(self, index):  # type: ignore[override]  # an int or a slice, as list's
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self._read())
+
+
 def _enqueue_on_commit(stream_id: int) -> None:
     after_commit(LAND_STREAM, stream_id)
 
@@ -163,7 +190,41 @@ def wait_for(operation: Operation, timeout_s: float) -> Operation:
     return operation
 
 
-def land_stream(stream_id: int) -> int:
+@dataclass
+class Held:
+    """What a one-call landing without workers holds in its own transaction when it lands the
+    stream there (repos/services/landing.py): the stream's row, locked by :func:`lock_stream`
+    before anything else, with its repository; whether operations were queued on it then; and
+    the one operation it queued since, with its proposal's revision and the ``proposal.opened``
+    event not written yet. The landing then reads none of them again, and writes that event
+    with its own (one sequence update, one insert). With operations queued before it, or a
+    policy that requires checks, the landing reads the queue as every other does."""
+
+    stream: Stream
+    queued_before: bool
+    operation: Operation | None = None
+    revision: ProposalRevision | None = None
+    events: list[tuple[str, dict]] = field(default_factory=list)
+
+    def take_events(self) -> list[tuple[str, dict]]:
+        events, self.events = self.events, []
+        return events
+
+
+def lock_stream(repository: Repository, name: str) -> Held:
+    """The stream ``name`` of ``repository``, its row locked until the transaction ends (the
+    landing's lock), with its repository as it is now and whether operations are queued on it:
+    one query. NotFound as ``get_stream``."""
+    using, rows = _LOCKED_BY_NAME.all(repository.pk, name, model=Stream, limit=1) if "\x00" not in name else ("", [])
+    if not rows:
+        get_stream(repository, name)  # raises the one NotFound
+        raise NotFound(f"no stream named {name!r} in {repository.name}")  # (deleted meanwhile)
+    stream = instance(Stream, using, rows[0])
+    stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
+    return Held(stream, bool(rows[0][-1]))
+
+
+def land_stream(stream_id: int, held: Held | None = None) -> int:
     """Land every queued operation of the stream, batch after batch; returns how many finished.
 
     A batch smaller than the batch size emptied the queue; an operation queued after it was read
@@ -177,18 +238,23 @@ def land_stream(stream_id: int) -> int:
     fifty check reports in a second are then two passes, not fifty in a row. A caller inside a
     transaction (a one-call landing without workers) has its operation uncommitted, invisible
     to the thread at work, so its look is asked for again when it commits.
+
+    ``held``: what a one-call landing holds in the caller's transaction (see :class:`Held`).
     """
     with _landing_lock:
         if stream_id in _landing_now:
             _landing_now[stream_id] = True
             if transaction.get_connection().in_atomic_block:
                 after_commit(LAND_STREAM, stream_id)
+            if held is not None:
+                append_all(held.stream.repository, held.take_events())
             return 0
         _landing_now[stream_id] = False
     landed = 0
     try:
         while True:
-            count, again = _land_batch(stream_id)
+            count, again = _land_batch(stream_id, held)
+            held = None  # the first batch took it
             landed += count
             if again:
                 continue
@@ -239,13 +305,16 @@ class _LostRace(Exception):
     """The stream head moved between reading it and the compare-and-swap."""
 
 
-def _land_batch(stream_id: int) -> tuple[int, bool]:
+def _land_batch(stream_id: int, held: Held | None = None) -> tuple[int, bool]:
     config = settings.AGENTGIT
     attempts = max(1, config["INTEGRATE_ATTEMPTS"])
     for attempt in range(1, attempts + 1):
         try:
-            return _land_once(stream_id, config["LANDING_BATCH"])
+            return _land_once(stream_id, config["LANDING_BATCH"], held)
         except _LostRace as lost:
+            if held is not None:  # (cannot happen under the caller's lock) the queue as read
+                append_all(held.stream.repository, held.take_events())
+                held = None
             first_operation = lost.args[0]
             if attempt < attempts:
                 time.sleep(backoff_ms(first_operation, attempt, config["INTEGRATE_BACKOFF_MS"]) / 1000)
@@ -268,6 +337,19 @@ _LOCKED_STREAM = Rows(
     write=True,
 )
 _STREAM_COLUMNS = len(columns(Stream))
+#: :func:`lock_stream`: as ``_LOCKED_STREAM``, by name, with whether operations are queued.
+_LOCKED_BY_NAME = Rows(
+    lambda repository, name: (
+        Stream.objects.select_for_update(of=("self",), no_key=True)
+        .filter(repository=repository, name=name)
+        .order_by()
+        .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
+        .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
+    ),
+    int,
+    str,
+    write=True,
+)
 _OPERATION_COLUMNS = len(columns(Operation))
 #: The queued operations in order, each with its proposal and the proposal's author (and user).
 _QUEUED = Rows(
@@ -338,27 +420,38 @@ def _latest_revision(proposal: Proposal) -> ProposalRevision | None:
     return instance(ProposalRevision, using, rows[0]) if rows else None
 
 
-def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
+def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tuple[int, bool]:
     """Land what the queue's first ``batch_size`` operations allow; how many were finished, and
-    whether to look at the queue again at once (more may be landable)."""
-    with transaction.atomic():
-        stream = _locked_stream(stream_id)
+    whether to look at the queue again at once (more may be landable).
+
+    ``held`` (see :class:`Held`): when its operation is the whole queue and the stream requires
+    no checks, the queue is that operation, the stream as the caller locked it, and the landing
+    runs in the caller's transaction without a savepoint of its own: it writes nothing before
+    its compare-and-swap, the one step that raises to be tried again (and cannot fail under the
+    caller's lock). Otherwise the caller's event is written and the landing is every landing.
+    """
+    if held is not None and not _holds_the_queue(held):
+        append_all(held.stream.repository, held.take_events())
+        held = None
+    with transaction.atomic() if held is None else contextlib.nullcontext():
+        stream = _locked_stream(stream_id) if held is None else held.stream
         if stream is None:
             return 0, False  # deleted (with its queued operations) since the landing was asked for
-        operations = _queued(stream, batch_size)
+        repository = stream.repository
+        policy = policies.policy_of(repository)
+        gated = _gated(policy, stream.name)
+        operations = _queued(stream, batch_size) if held is None or held.operation is None else [held.operation]
         if not operations:
             return 0, False
         crash_point("operation_recorded")
-        repository = stream.repository
         store = store_for(repository.name)
-        # The graph nodes other processes derived: ancestry questions about them read no objects.
-        known = derived.refresh(repository, store)
         head = stream.head
-        rules = resolver_rules(repository)
-        policy = policies.policy_of(repository)
+        # The graph nodes other processes derived (ancestry questions about them read no
+        # objects), unless this process knows the head already: it derived it itself.
+        known = derived.known_at(repository, store, head)
+        rules = _RulesWhenAsked(repository)
         # The queued proposals' own test results, when the stream requires checks: a proposal
         # whose own changeset failed is refused before it spoils a batch (repos/services/gate.py).
-        gated = policy is not None and any(rule.required_checks for rule in policy.rules_for(stream.name))
         own = gate.own_results(repository, store, operations) if gated else None
         own_refused: set[int] = set()  # operation ids refused for their own changeset's failure
         results: list[tuple[Operation, Integration | None, EngineError | ApiError | None]] = []
@@ -433,12 +526,16 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
         moved = head == stream.head or _MOVE_HEAD.run(head, timezone.now(), stream.pk, stream.version) == 1
         if not moved:
             raise _LostRace(operations[0].pk)
+        events: list[tuple[str, dict]] = []  # the records', written together below
         for operation, integration, error in results:
             decision = decisions.get(operation.pk)
             record = None if decision is None else _landed_by(decision, verdict, integration)
             move = moves.get(operation.pk)
             paths = None if move is None else paths_between(store, *move)
-            _record(stream, store, operation, integration, error, paths, record)
+            revision = held.revision if held is not None and operation is held.operation else None
+            events += _record(stream, store, operation, integration, error, paths, record, revision)
+        # The caller's event first (written before the landing, it would have come first).
+        append_all(repository, (held.take_events() if held is not None else []) + events)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
@@ -458,8 +555,26 @@ def _land_once(stream_id: int, batch_size: int) -> tuple[int, bool]:
     if head != stream.head or integrated:
         # After the commit: at once, unless a caller's transaction holds the landing (one-call
         # landing without workers), whose commit is the landing's.
-        transaction.on_commit(lambda: refmirror.follow_landing(repository, stream.name, integrated))
+        moved_from, moved_to = stream.head, head
+        transaction.on_commit(
+            lambda: refmirror.follow_landing(repository, stream.name, integrated, moved=(moved_from, moved_to))
+        )
     return len(results), again
+
+
+def _gated(policy: Policy | None, stream: str) -> bool:
+    """Whether the stream requires checks (its landings go through repos/services/gate.py)."""
+    return policy is not None and any(rule.required_checks for rule in policy.rules_for(stream))
+
+
+def _holds_the_queue(held: Held) -> bool:
+    """Whether the caller's one operation is the whole queue of a stream without checks."""
+    stream = held.stream
+    return (
+        held.operation is not None
+        and not held.queued_before
+        and not _gated(policies.policy_of(stream.repository), stream.name)
+    )
 
 
 def _checks_of(decision: Decision) -> tuple[str, ...]:
@@ -474,25 +589,33 @@ def _checks_of(decision: Decision) -> tuple[str, ...]:
 #: each time. A merge's objects are durable once ``integrate`` returns, and never pruned
 #: (maintenance keeps every object); the store is still asked, for a repository deleted and made
 #: again under its name.
-_MERGES: OrderedDict[tuple, Integration] = OrderedDict()
+_MERGES: OrderedDict[tuple, tuple[tuple[Rule, ...], Integration]] = OrderedDict()
 _MERGES_KEPT = 4096
 _merges_lock = threading.Lock()
 
 
 def _integrate(
-    repository: Repository, store: ObjectStore, head: str | None, proposal: Proposal, stream: str, rules: list[Rule]
+    repository: Repository,
+    store: ObjectStore,
+    head: str | None,
+    proposal: Proposal,
+    stream: str,
+    rules: Sequence[Rule],
 ) -> Integration:
-    """``engine.integrate`` of the proposal on ``head``, a merge integrated before answered again."""
+    """``engine.integrate`` of the proposal on ``head``, a merge integrated before answered again
+    (the rules are compared only then: a fast-forward never reads them)."""
     message = f"Integrate proposal {proposal.pk} into {stream}\n"
-    key = (repository.pk, head, proposal.head, message, tuple(rules))
+    key = (repository.pk, head, proposal.head, message)
     with _merges_lock:
         known = _MERGES.get(key)
-    if known is not None and known.changeset is not None and store.contains(known.changeset):
-        return known
+    if known is not None:
+        with_rules, merged = known
+        if with_rules == tuple(rules) and merged.changeset is not None and store.contains(merged.changeset):
+            return merged
     integration = integrate(store, head, proposal.head, committer=server_signature(), message=message, rules=rules)
     if integration.outcome == Outcome.MERGE:
         with _merges_lock:
-            _MERGES[key] = integration
+            _MERGES[key] = (tuple(rules), integration)
             while len(_MERGES) > _MERGES_KEPT:
                 _MERGES.popitem(last=False)
     return integration
@@ -561,11 +684,13 @@ def _record(
     error: EngineError | ApiError | None,
     paths: dict | None,
     decision: dict | None = None,
-) -> None:
-    """Write one operation's outcome, its proposal's (and latest revision's) new state and its
-    event (in the landing transaction). The event carries what a subscriber acts on without
-    asking again: the stream, proposal, outcome, head, changeset, changed paths, who proposed it
-    and the policy decision it landed by."""
+    revision: ProposalRevision | None = None,
+) -> list[tuple[str, dict]]:
+    """Write one operation's outcome and its proposal's (and latest revision's) new state (in
+    the landing transaction); its events, for the landing to write with the others. The event
+    carries what a subscriber acts on without asking again: the stream, proposal, outcome,
+    head, changeset, changed paths, who proposed it and the policy decision it landed by.
+    ``revision``: the proposal's latest, when the landing holds it (else it is read)."""
     proposal = operation.proposal
     now = timezone.now()
     operation.attempts += 1  # in the row: one more than it has (the update adds it)
@@ -575,8 +700,9 @@ def _record(
         failure = error if isinstance(error, ApiError) else from_engine(error)  # type: ignore[arg-type]
         operation.error = failure.as_dict()["error"]
         _FAIL_OPERATION.run(operation.state, operation.error, now, operation.pk)
-        return
-    revision = _latest_revision(proposal)
+        return []
+    if revision is None:
+        revision = _latest_revision(proposal)
     outcome = outcome_document(integration)
     if revision is not None and revision.kind == ProposalRevision.Kind.RESOLVED:
         if integration.outcome == Outcome.FAST_FORWARD:
@@ -614,18 +740,17 @@ def _record(
         about["decision"] = decision
     if conflicted:
         payload = {**about, "outcome": integration.outcome.value, "conflicts": outcome["conflicts"]}
-        append_event(stream.repository, PROPOSAL_CONFLICT, payload)
-    else:
-        payload = {
-            **about,
-            "outcome": integration.outcome.value,
-            "head": integration.head,
-            "changeset": integration.changeset,
-            **(paths or changed_paths([])),
-        }
-        append_event(stream.repository, STREAM_INTEGRATE, payload)
-        if decision is not None and decision["bypass"] is not None:
-            policies.record_bypass(stream.repository, stream.name, proposal.pk, decision["bypass"])
+        return [(PROPOSAL_CONFLICT, payload)]
+    payload = {
+        **about,
+        "outcome": integration.outcome.value,
+        "head": integration.head,
+        "changeset": integration.changeset,
+        **(paths or changed_paths([])),
+    }
+    if decision is not None and decision["bypass"] is not None:
+        return [(STREAM_INTEGRATE, payload), policies.bypass_event(stream.name, proposal.pk, decision["bypass"])]
+    return [(STREAM_INTEGRATE, payload)]
 
 
 class NotFastForward(Exception):

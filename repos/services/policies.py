@@ -374,9 +374,10 @@ def check_bypass(reason: object, credential: Credential | None) -> dict | None:
     return {"by": credential.user.get_username(), "reason": reason.strip()}
 
 
-def record_bypass(repository: Repository, stream: str, proposal: int, bypass: dict) -> None:
-    """The event of a landing that bypassed the policy (in its transaction)."""
-    append_event(repository, POLICY_BYPASS, {"stream": stream, "proposal": proposal, **bypass})
+def bypass_event(stream: str, proposal: int, bypass: dict) -> tuple[str, dict]:
+    """The event of a landing that bypassed the policy, as ``(kind, payload)`` (the landing writes
+    it with its others, in its transaction)."""
+    return POLICY_BYPASS, {"stream": stream, "proposal": proposal, **bypass}
 
 
 def _changed(store: ObjectStore, base: ObjectId | None, head: ObjectId) -> list[str]:

@@ -10,6 +10,8 @@ latest revision; each revision keeps the outcome of its own integration.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import transaction
 
 from engine.conflicts import ConflictDetail, conflict_package
@@ -35,28 +37,49 @@ def open_proposal(
     require_stream(credential, stream)
     if not isinstance(title, str) or len(title) > 300:
         raise Invalid("title is a string of at most 300 characters")
-    return open_on(repository, get_stream(repository, stream), resolve_rev(repository, head), title, credential)
+    target = get_stream(repository, stream)
+    return open_on(repository, target, resolve_rev(repository, head), title, credential).proposal
+
+
+class Opened(NamedTuple):
+    proposal: Proposal
+    #: Its revision 1.
+    revision: ProposalRevision
+    #: Its ``proposal.opened`` event, as ``(kind, payload)``: written by :func:`open_on` unless
+    #: the caller writes it with its own (a one-call landing: both events in two statements).
+    event: tuple[str, dict]
 
 
 def open_on(
-    repository: Repository, target: Stream, head_id: str, title: str, credential: Credential | None
-) -> Proposal:
-    """Open a proposal on the stream ``target`` for the recorded changeset ``head_id`` (both
-    already looked up: a landing has them at hand). No savepoint of its own: nothing here is
-    caught, so a failure rolls back the caller's transaction whole."""
+    repository: Repository,
+    target: Stream,
+    head_id: str,
+    title: str,
+    credential: Credential | None,
+    *,
+    recorded: bool = False,
+    announce: bool = True,
+) -> Opened:
+    """Open a proposal on the stream ``target`` for the changeset ``head_id`` (both already
+    looked up: a landing has them at hand). No savepoint of its own: nothing here is caught, so
+    a failure rolls back the caller's transaction whole. ``recorded``: the caller knows
+    ``head_id`` is a recorded changeset (it just recorded it), which the ref mirror protects
+    already. ``announce=False``: the caller writes the returned event itself, in this transaction."""
     with transaction.atomic(savepoint=False):
         proposal = _INSERT_PROPOSAL.run(
             Proposal(repository=repository, stream=target, head=head_id, title=title, author=credential)
         )
-        _INSERT_REVISION.run(
+        revision = _INSERT_REVISION.run(
             ProposalRevision(
                 proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
             )
         )
-        refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
+        if not recorded:
+            refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
         payload = {"proposal": proposal.pk, "stream": target.name, "head": head_id, "author": author(credential)}
-        append_event(repository, PROPOSAL_OPENED, payload)
-    return proposal
+        if announce:
+            append_event(repository, PROPOSAL_OPENED, payload)
+    return Opened(proposal, revision, (PROPOSAL_OPENED, payload))
 
 
 _INSERT_PROPOSAL = Insert(Proposal)

@@ -171,14 +171,37 @@ _RECORDED = Rows(
 )
 
 
-def follow_stream(repository: Repository, stream_name: str) -> None:
-    """Mirror the stream's head as the database has it now (after the change committed)."""
+def follow_stream(
+    repository: Repository, stream_name: str, *, moved: tuple[str | None, str | None] | None = None
+) -> None:
+    """Mirror the stream's head as the database has it now (after the change committed).
+
+    ``moved``: the head a landing that just committed moved from and to. If the loose ref
+    still holds the first (read under the ref's lock), no later head has been mirrored, so the
+    second is written without reading the database. A later landing's write that comes after
+    this one finds this head and writes its own; one that came first left another head there,
+    and this one then reads the database, as without ``moved``: the mirror never goes back in
+    time. (A stream deleted and created again at the old head meanwhile could get the landed
+    head in its ref, not back in time but beside it, until its next landing or rebuild.)"""
 
     def head() -> str | None:
         _using, rows = _STREAM_HEAD.all(repository.pk, stream_name, model=Stream, limit=1)
         return rows[0][0] if rows else None
 
     git_dir = repository_path(repository.name)
+    if moved is not None and moved[0] is not None and moved[1] is not None:
+        before, after = moved
+        ref = git_dir / HEADS / stream_name
+
+        def head_after_ours() -> str | None:
+            try:
+                mirrored = ref.read_bytes()
+            except FileNotFoundError:
+                mirrored = b""
+            return after if mirrored == f"{before}\n".encode() else head()
+
+        _safely("follow stream", _set_ref, git_dir, HEADS + stream_name, head_after_ours)
+        return
     written: list[str | None] = []
 
     def head_noted() -> str | None:
@@ -278,10 +301,17 @@ def read_packed_refs(git_dir: Path) -> list[bytes]:
     return records
 
 
-def follow_landing(repository: Repository, stream_name: str, integrated: Iterable[tuple[int, str]]) -> None:
-    """After a landing committed: the stream's ref, then the protection refs of what it integrated
-    (``(proposal id, proposal head)``) are dropped: the stream reaches them now."""
-    follow_stream(repository, stream_name)
+def follow_landing(
+    repository: Repository,
+    stream_name: str,
+    integrated: Iterable[tuple[int, str]],
+    *,
+    moved: tuple[str | None, str | None] | None = None,
+) -> None:
+    """After a landing committed: the stream's ref (``moved``: see :func:`follow_stream`), then
+    the protection refs of what it integrated (``(proposal id, proposal head)``) are dropped:
+    the stream reaches them now."""
+    follow_stream(repository, stream_name, moved=moved)
     git_dir = repository_path(repository.name)
     for proposal_id, head in integrated:
         # Most proposals propose a recorded changeset and never had a ref of their own: no

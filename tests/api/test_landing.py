@@ -187,3 +187,46 @@ def test_a_retry_of_an_aborted_integration_integrates_again(api, settings):
     assert again.status_code == 200 and again.json()["outcome"] == "fast_forward"
     assert Changeset.objects.count() == Proposal.objects.count() == 1
     assert land(api, body, key="k").json() == again.json()
+
+
+def test_a_landing_reads_back_as_it_answered_and_announces_the_proposal_first(api):
+    # Given a stream with a head
+    land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]})
+    seq = Event.objects.order_by("-seq").values_list("seq", flat=True).first()
+
+    # When a change lands in one call
+    answer = land(api, {"message": "b", "operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]}).json()
+
+    # Then the operation, the proposal's revision and the events say what the answer said
+    operation = api.get(f"/operations/{answer['operation']}").json()
+    assert operation["state"] == "done" and operation["attempts"] == 1 and operation["outcome"] == answer
+    proposal = api.get(f"/proposals/{answer['proposal']}").json()
+    assert proposal["state"] == "integrated" and proposal["outcome"] == "fast_forward"
+    (revision,) = api.get(f"/proposals/{answer['proposal']}/revisions").json()["revisions"]
+    assert revision["outcome"] == operation["outcome"]
+    events = list(Event.objects.filter(seq__gt=seq).order_by("seq").values_list("seq", "kind", "payload"))
+    assert [(s - seq, kind) for s, kind, _ in events] == [(1, "proposal.opened"), (2, "stream.integrate")]
+    assert events[1][2]["head"] == answer["stream_head"] and events[1][2]["paths"] == ["b.txt"]
+
+
+def test_a_landing_behind_a_queued_operation_lands_after_it(api):
+    # Given a proposal queued on the stream and not landed yet
+    base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]})
+    queued = api.propose(api.write(base.json()["changeset"], {"q.txt": "q\n"}))
+    with patch.object(integration, "_enqueue_on_commit"):
+        assert api.post(f"/proposals/{queued}/integrate", {}, wait=0).status_code == 202
+
+    # When a change lands in one call
+    answer = land(api, {"message": "b", "operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]}).json()
+
+    # Then the queued one landed first, and this one on top of it
+    assert Proposal.objects.get(pk=queued).state == "integrated"
+    assert answer["outcome"] == "merge" and api.head() == answer["stream_head"]
+    assert api.file("q.txt") == b"q\n" and api.file("b.txt") == b"b\n"
+    assert not Operation.objects.filter(state="queued").exists()
+    kinds = list(Event.objects.order_by("seq").values_list("kind", "payload__proposal"))
+    assert kinds[-3:] == [
+        ("proposal.opened", answer["proposal"]),
+        ("stream.integrate", queued),
+        ("stream.integrate", answer["proposal"]),
+    ]

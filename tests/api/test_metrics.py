@@ -163,7 +163,7 @@ def test_an_aborted_integration_is_counted_as_aborted(api, settings, monkeypatch
     head = api.write(None, {"a.txt": "a\n"})
     proposal = api.post("/proposals", {"stream": "main", "head": head}).json()["id"]
 
-    def always_lose(stream_id, batch_size):
+    def always_lose(stream_id, batch_size, held=None):
         raise integration._LostRace(0)
 
     monkeypatch.setattr(integration, "_land_once", always_lose)

@@ -195,7 +195,7 @@ def test_an_aborted_integration_answers_409_retryable(api, monkeypatch, settings
     proposal = api.propose(base)
     settings.AGENTGIT = {**settings.AGENTGIT, "INTEGRATE_ATTEMPTS": 1}
 
-    def lose(stream_id, batch):
+    def lose(stream_id, batch, held=None):
         raise integration._LostRace(0)
 
     monkeypatch.setattr(integration, "_land_once", lose)

@@ -25,11 +25,11 @@ def fail_first(monkeypatch, times: int = 1) -> list[int]:
     tries: list[int] = []
     real = integration._land_batch
 
-    def flaky(stream_id: int) -> int:
+    def flaky(stream_id: int, *held) -> int:
         tries.append(stream_id)
         if len(tries) <= times:
             raise OperationalError("server closed the connection unexpectedly")
-        return real(stream_id)
+        return real(stream_id, *held)
 
     monkeypatch.setattr(integration, "_land_batch", flaky)
     return tries

@@ -144,8 +144,8 @@ def test_a_landing_asked_for_while_another_thread_lands_the_stream_is_landed_by_
     real_pass, passes = integration._land_batch, []
     between_passes, go_on = threading.Event(), threading.Event()
 
-    def pass_then_pause(stream_id):
-        result = real_pass(stream_id)
+    def pass_then_pause(stream_id, *held):
+        result = real_pass(stream_id, *held)
         passes.append(result)
         if len(passes) == 1:  # after the first pass has committed: hold the thread "at work"
             between_passes.set()
