@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.deployment import ApiClient, Deployment
 
@@ -141,9 +142,10 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
     assert page.locator("tr#L3 td.src").inner_text().startswith("    return")
     follow(page, "tr#L2 td.num a")
-    assert page.url.endswith("#L2") and page.locator("tr#L2.target").count() == 1
+    assert page.url.endswith("#L2")
+    expect(page.locator("tr#L2.target")).to_have_count(1)  # the page's script marks it after load
     page.goto(page.url.split("#")[0] + "#L1-L3")
-    assert page.locator("tr.target").count() == 3
+    expect(page.locator("tr.target")).to_have_count(3)
     shot(page, "03-file")
 
     follow(page, "a.button:text-is('Blame')")
