@@ -100,8 +100,7 @@ def author(credential: Credential | None) -> dict[str, str] | None:
 
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     """Record an event; must run inside the caller's transaction. It is pushed once that commits."""
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("events are written in the transaction of the change they announce")
+    _require_transaction()
     # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
     # handed out in commit order with no gaps, on SQLite and PostgreSQL alike. RETURNING (SQLite
     # 3.35+, PostgreSQL) reads the new number in the same statement.
@@ -109,13 +108,7 @@ def append_event(repository: Repository, kind: str, payload: dict) -> Event:
         cursor.execute(_NEXT_SEQ, [repository.pk])
         (seq,) = cursor.fetchone()
     event = _INSERT_EVENT.run(Event(repository=repository, seq=seq, kind=kind, payload=payload))
-    publish_on_commit(repository.pk, wire(event))
-    if repository.webhooks:  # read with the repository's row: no query where there are none
-        from .webhooks import deliver_on_commit  # webhooks read the outbox through this module
-
-        deliver_on_commit(repository.pk)
-    if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
-        transaction.on_commit(prune_when_due)
+    _announce(repository, [event])
     return event
 
 
@@ -132,8 +125,7 @@ def append_all(repository: Repository, events: list[tuple[str, dict]]) -> None:
     pushes as one :func:`append_event` each."""
     if not events:
         return
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("events are written in the transaction of the change they announce")
+    _require_transaction()
     with transaction.get_connection().cursor() as cursor:
         cursor.execute(_NEXT_SEQS, [len(events), repository.pk])
         (last,) = cursor.fetchone()
@@ -142,13 +134,24 @@ def append_all(repository: Repository, events: list[tuple[str, dict]]) -> None:
         Event(repository=repository, seq=seq, kind=kind, payload=payload)
         for seq, (kind, payload) in enumerate(events, start=first)
     ]
-    for event in Event.objects.bulk_create(rows):
+    _announce(repository, Event.objects.bulk_create(rows))
+
+
+def _require_transaction() -> None:
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("events are written in the transaction of the change they announce")
+
+
+def _announce(repository: Repository, events: list[Event]) -> None:
+    """What follows the rows of new events: each is pushed to the relays, and the repository's
+    webhooks are fed, once the transaction commits."""
+    for event in events:
         publish_on_commit(repository.pk, wire(event))
-    if repository.webhooks:  # as append_event
-        from .webhooks import deliver_on_commit
+    if repository.webhooks:  # read with the repository's row: no query where there are none
+        from .webhooks import deliver_on_commit  # webhooks read the outbox through this module
 
         deliver_on_commit(repository.pk)
-    if settings.CELERY_TASK_ALWAYS_EAGER:
+    if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
         transaction.on_commit(prune_when_due)
 
 
