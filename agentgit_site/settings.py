@@ -108,6 +108,10 @@ AGENTGIT: dict[str, Any] = {
     # Every write of objects is a pack; once a repository holds this many, the write asks for git's
     # geometric repack of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
     "ROLL_UP_PACKS": _env_int("AGENTGIT_ROLL_UP_PACKS", 16),
+    # A pack written in a transaction and at most this big is kept in the database's commit
+    # instead of fsyncing its file (docs/adr/0023); 0 fsyncs every pack. Env:
+    # AGENTGIT_JOURNAL_PACK_BYTES.
+    "JOURNAL_PACK_BYTES": _env_int("AGENTGIT_JOURNAL_PACK_BYTES", 1024 * 1024),
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),

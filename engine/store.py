@@ -11,6 +11,11 @@ Two implementations, one contract test suite:
   derived data, written but not synced: a process killed leaves it whole in the page cache, and
   after a power loss (a new boot) the first store to open the repository checks every index
   against its checksum and rebuilds one that is missing or torn from its pack.
+* A store given a :class:`PackJournal` (the server's: the database) may make a small pack
+  durable another way: the journal keeps its bytes in the transaction that will name its
+  objects, the file is written without an fsync, and the first open in a new boot writes back
+  every journaled pack a power loss took (docs/adr/0023). A checkpoint syncs the files and lets
+  the journal forget them.
 
 The base class caches parsed trees and commits by id. Objects are immutable, so a cached parse
 never goes stale; the tree cache is bounded by a number of entries and evicts least recently used.
@@ -20,6 +25,7 @@ server shares one per process and reports its hit rates).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import struct
@@ -325,6 +331,8 @@ def _write_file(directory: str, final_name: str, data: bytes, prefix: str, *, sy
 
 #: The file of a repository naming the boot whose first store checked its pack indexes.
 INDEXES_CHECKED = "agentgit-indexes-checked"
+#: Where, in a repository, a pack found torn after a power loss is moved (see repair_pack_indexes).
+TORN_PACKS = "agentgit-torn-packs"
 
 
 def boot_id() -> str | None:
@@ -337,10 +345,31 @@ def boot_id() -> str | None:
         return None
 
 
+class PackJournal(ABC):
+    """Where a :class:`DiskStore` may keep a pack instead of fsyncing its file (docs/adr/0023).
+
+    The journal's promise: what :meth:`record` accepts is durable when, and only when, the
+    transaction that names the pack's objects commits; nothing acknowledges them before that."""
+
+    @abstractmethod
+    def record(self, name: str, pack: bytes) -> bool:
+        """Keep ``pack`` (the file ``name``.pack) in the caller's transaction, if there is one and
+        the pack is small enough; whether it did (if not, the store fsyncs the file)."""
+
+    @abstractmethod
+    def recorded(self) -> list[tuple[str, bytes]]:
+        """The packs kept and not yet forgotten after a checkpoint, oldest first."""
+
+
 def _open_odb(objects_dir: str) -> Any:
     import pygit2
 
     return pygit2.Odb(objects_dir)
+
+
+def _pack_is_whole(pack: bytes) -> bool:
+    """Whether ``pack`` is all there: git's header and its SHA-1 trailer right."""
+    return len(pack) >= 32 and pack[:4] == b"PACK" and sha1(pack[:-20]).digest() == pack[-20:]
 
 
 def _index_is_whole(path: str, pack_checksum: bytes) -> bool:
@@ -357,7 +386,7 @@ def _index_is_whole(path: str, pack_checksum: bytes) -> bool:
 def _pack_entries(pack: bytes) -> list[tuple[bytes, int, int]]:
     """The ``(binary id, offset, crc32)`` entries of a pack of whole objects (what this store
     writes), for :func:`pack_index`: the index rebuilt from the pack, as ``git index-pack`` does."""
-    if pack[:4] != b"PACK" or sha1(pack[:-20]).digest() != pack[-20:]:
+    if not _pack_is_whole(pack):
         raise CorruptObject("not a whole pack: its checksum is wrong")
     (count,) = struct.unpack(">I", pack[8:12])
     entries = []
@@ -428,6 +457,7 @@ class DiskStore(ObjectStore):
         *,
         tree_cache_entries: int = DEFAULT_TREE_CACHE_ENTRIES,
         cache_stats: CacheStats | None = None,
+        journal: PackJournal | None = None,
     ) -> None:
         import pygit2  # imported here so a memory-only user never needs libgit2
 
@@ -439,6 +469,8 @@ class DiskStore(ObjectStore):
         self._pack_dir = os.path.join(self._objects_dir, "pack")
         os.makedirs(self._pack_dir, exist_ok=True)
         self._boot_id = boot_id()
+        # Without a boot id a power loss cannot be told apart, so nothing is left to be restored.
+        self._journal = journal if self._boot_id is not None else None
         self._odb = pygit2.Odb(self._objects_dir)
         self._repair_once_per_boot()
 
@@ -506,17 +538,64 @@ class DiskStore(ObjectStore):
         body = b"".join(chunks)
         checksum = sha1(body).digest()
         name = "pack-" + checksum.hex()
+        pack = body + checksum
+        # Journaled, the pack is durable with the transaction that names its objects, and its
+        # files are restored from the journal after a power loss (restore_journaled_packs).
+        journaled = self._journal is not None and self._journal.record(name, pack)
         # The pack first, then its index: readers only see a pack once its index exists. The
         # index is not synced where a boot id tells a power loss apart (repair_pack_indexes);
         # the directory's fsync makes both names durable before any row names the objects.
-        _write_file(self._pack_dir, name + ".pack", body + checksum, "tmp_pack_", sync=True)
+        _write_file(self._pack_dir, name + ".pack", pack, "tmp_pack_", sync=not journaled)
         index = pack_index(index_entries, checksum)
         _write_file(self._pack_dir, name + ".idx", index, "tmp_idx_", sync=self._boot_id is None)
+        if not journaled:
+            _fsync_dir(self._pack_dir)
+
+    def restore_journaled_packs(self) -> list[str]:
+        """Write back each journaled pack whose file a power loss took or tore (fsynced, then the
+        directory); the packs restored. A pack a roll-up had folded into another comes back as
+        a duplicate of objects stored twice, which git and libgit2 read alike."""
+        if self._journal is None:
+            return []
+        restored = []
+        for name, pack in self._journal.recorded():
+            path = os.path.join(self._pack_dir, name + ".pack")
+            try:
+                with open(path, "rb") as f:
+                    if f.read() == pack:
+                        continue
+            except FileNotFoundError:
+                pass
+            _write_file(self._pack_dir, name + ".pack", pack, "tmp_pack_", sync=True)
+            restored.append(name)
+        if restored:
+            _fsync_dir(self._pack_dir)
+        return restored
+
+    def sync_packs(self, names: Iterable[str]) -> None:
+        """Make the named packs durable by their files (each one still there fsynced, then the
+        directory, which also makes a repack's renames durable): a checkpoint of the journal,
+        after which it may forget them."""
+        for name in names:
+            try:
+                fd = os.open(os.path.join(self._pack_dir, name + ".pack"), os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # folded into a pack a repack wrote (git fsyncs its packs)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         _fsync_dir(self._pack_dir)
 
     def repair_pack_indexes(self) -> list[str]:
         """Check every pack's index (present, its checksum right, naming its pack) and rebuild
-        each one that is not from its pack; the packs whose index was rebuilt."""
+        each one that is not from its pack; the packs whose index was rebuilt or that were
+        moved aside.
+
+        A pack that is not whole itself can only be one written without an fsync whose
+        transaction never committed (every other pack was synced before any row named it, or
+        is back from the journal): nothing names its objects. It is moved aside, with its
+        index, into ``TORN_PACKS`` rather than deleted, for whoever wants to look."""
         rebuilt = []
         for name in sorted(os.listdir(self._pack_dir)):
             if not (name.startswith("pack-") and name.endswith(".pack")):
@@ -524,20 +603,33 @@ class DiskStore(ObjectStore):
             pack_path = os.path.join(self._pack_dir, name)
             index_name = name[: -len(".pack")] + ".idx"
             with open(pack_path, "rb") as f:
-                f.seek(-20, os.SEEK_END)  # only the trailer: a pack may be big, and is synced
-                if _index_is_whole(os.path.join(self._pack_dir, index_name), f.read()):
-                    continue
+                if os.fstat(f.fileno()).st_size >= 32:
+                    f.seek(-20, os.SEEK_END)  # only the trailer: a pack may be big, and is synced
+                    if _index_is_whole(os.path.join(self._pack_dir, index_name), f.read()):
+                        continue
                 f.seek(0)
                 pack = f.read()
+            if not _pack_is_whole(pack):
+                self._move_aside(name, index_name)
+                rebuilt.append(name)
+                continue
             _write_file(self._pack_dir, index_name, pack_index(_pack_entries(pack), pack[-20:]), "tmp_idx_", sync=False)
             rebuilt.append(name)
         if rebuilt:
             self._odb = _open_odb(self._objects_dir)
         return rebuilt
 
+    def _move_aside(self, *names: str) -> None:
+        torn = os.path.join(self.path, TORN_PACKS)
+        os.makedirs(torn, exist_ok=True)
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(os.path.join(self._pack_dir, name), os.path.join(torn, name))
+
     def _repair_once_per_boot(self) -> None:
-        """Repair the pack indexes unless this boot did already (the marker names the boot that
-        checked them last). A marker lost or torn in a power loss only makes the next check run."""
+        """Restore the journaled packs and repair the pack indexes unless this boot did already
+        (the marker names the boot that checked them last). A marker lost or torn in a power
+        loss only makes the next check run."""
         if self._boot_id is None:
             return  # no boot id: every index is synced as it is written
         marker = os.path.join(self.path, INDEXES_CHECKED)
@@ -547,5 +639,6 @@ class DiskStore(ObjectStore):
                     return
         except FileNotFoundError:
             pass
+        self.restore_journaled_packs()
         self.repair_pack_indexes()
         _write_file(self.path, INDEXES_CHECKED, self._boot_id.encode(), "tmp_checked_", sync=False)

@@ -321,6 +321,20 @@ class Event(models.Model):
         return f"{self.repository.name}#{self.seq} {self.kind}"
 
 
+class PackJournal(models.Model):
+    """A small pack of objects written without an fsync, kept in the transaction that names its
+    objects (engine.store.PackJournal): after a power loss the repository's first store writes
+    it back; a checkpoint (repos.services.packs) syncs the file and deletes the row
+    (docs/adr/0023)."""
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=80)
+    pack = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"{self.name} of repository {self.repository_id}"
+
+
 # ----------------------------------------------------------------------------- policies and reviews
 
 

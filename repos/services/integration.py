@@ -64,7 +64,7 @@ from .events import (
     changed_paths,
 )
 from .repositories import get_stream
-from .stores import server_signature, store_for
+from .stores import restore_journaled, server_signature, store_for
 
 User = get_user_model()
 
@@ -295,6 +295,7 @@ def recover(progress: Callable[[str, int, int], None] | None = None) -> Recovery
     every head's missing data (``progress``: see ``derived.derive_missing``). Run at worker
     start, on the beat schedule and by ``make serve``; the ref mirror is rebuilt beside it
     (``refmirror.rebuild_all``: by ``agentgit_recover``, at worker start and by maintenance)."""
+    restore_journaled()  # after a power loss, the journaled packs first: rows name their objects
     queued = Operation.objects.filter(state=Operation.State.QUEUED).order_by()  # no ordering: DISTINCT by stream
     stream_ids = queued.values_list("stream_id", flat=True).distinct()
     landed = sum(land_stream(stream_id) for stream_id in list(stream_ids))
@@ -586,9 +587,9 @@ def _checks_of(decision: Decision) -> tuple[str, ...]:
 #: head, proposal head, message, resolver rules), newest last. A landing that waits for checks
 #: integrates its queue again each time it looks (every check report): the merge it wrote the
 #: first time is the one its checks test, and writing it again would cost a pack and its fsyncs
-#: each time. A merge's objects are durable once ``integrate`` returns, and never pruned
-#: (maintenance keeps every object); the store is still asked, for a repository deleted and made
-#: again under its name.
+#: each time. A merge's objects are durable once the transaction that wrote them commits, and
+#: never pruned (maintenance keeps every object); the store is still asked, for a repository
+#: deleted and made again under its name.
 _MERGES: OrderedDict[tuple, tuple[tuple[Rule, ...], Integration]] = OrderedDict()
 _MERGES_KEPT = 4096
 _merges_lock = threading.Lock()
@@ -614,11 +615,17 @@ def _integrate(
             return merged
     integration = integrate(store, head, proposal.head, committer=server_signature(), message=message, rules=rules)
     if integration.outcome == Outcome.MERGE:
-        with _merges_lock:
-            _MERGES[key] = (tuple(rules), integration)
-            while len(_MERGES) > _MERGES_KEPT:
-                _MERGES.popitem(last=False)
+        # Remembered once the transaction that wrote it commits: its pack may be journaled in
+        # that transaction (docs/adr/0023), so only then is it durable for another to name.
+        transaction.on_commit(lambda: _remember_merge(key, tuple(rules), integration))
     return integration
+
+
+def _remember_merge(key: tuple, rules: tuple[Rule, ...], integration: Integration) -> None:
+    with _merges_lock:
+        _MERGES[key] = (rules, integration)
+        while len(_MERGES) > _MERGES_KEPT:
+            _MERGES.popitem(last=False)
 
 
 def _refused(decision: Decision, operation: Operation, stream: str) -> ApiError:

@@ -45,7 +45,7 @@ from django.db.models import QuerySet
 from ..models import Repository
 from . import content, metrics, refmirror
 from .packs import exclusive
-from .stores import repository_path, store_for
+from .stores import checkpoint, repository_path, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ def maintain(repository: Repository, *, force: bool = False) -> RepackState:
             if due:
                 _repack(git_dir)
                 state.outcome = "done"
+            checkpoint(repository.name)
             state.refs_changed = refmirror.rebuild(repository)
             state.refs_packed = pack_refs_if_due(git_dir)
             state.operations_written = content.write_pending_operations(repository)

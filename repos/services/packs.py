@@ -25,7 +25,7 @@ from engine.store import DiskStore
 
 from .dispatch import Job, after_commit
 from .refmirror import git
-from .stores import repository_path, store_for
+from .stores import checkpoint, repository_path, store_for
 
 #: The file whose lock makes repacks of one repository take turns (across processes).
 LOCK_FILE = "agentgit-maintenance.lock"
@@ -59,6 +59,7 @@ def roll_up(name: str) -> bool:
     with exclusive(git_dir) as held:
         if held:
             geometric_repack(git_dir)
+            checkpoint(name)  # the journaled packs are folded into one git synced: forget them
         return held
 
 

@@ -1,4 +1,5 @@
-"""Each repository's object store, opened once per process so its parsed-object caches stay warm."""
+"""Each repository's object store, opened once per process so its parsed-object caches stay warm,
+and the journal that keeps a landing's small pack in its database commit (docs/adr/0023)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 
 from engine.objects import Signature
-from engine.store import CacheStats, DiskStore
+from engine.store import CacheStats, DiskStore, PackJournal
 
+from ..models import PackJournal as JournaledPack
+from ..models import Repository
 from .gitdir import configure
 
 #: Hits and misses of the parsed-object caches of every store this process opens (reported by
@@ -25,6 +29,57 @@ def repository_path(name: str) -> Path:
     return Path(settings.AGENTGIT["REPOS_DIR"]) / f"{name}.git"
 
 
+class DatabaseJournal(PackJournal):
+    """The packs of repository ``name`` kept in the database (docs/adr/0023): in the caller's
+    transaction, whose commit is the one that names their objects. A write outside a
+    transaction (an upload in autocommit) is fsynced instead: its answer comes before any
+    commit would."""
+
+    _INSERT = (
+        f"INSERT INTO {JournaledPack._meta.db_table} (repository_id, name, pack) "
+        f"SELECT id, %s, %s FROM {Repository._meta.db_table} WHERE name = %s"
+    )
+
+    def __init__(self, repository: str) -> None:
+        self.repository = repository
+
+    def record(self, name: str, pack: bytes) -> bool:
+        if not connection.in_atomic_block or len(pack) > settings.AGENTGIT["JOURNAL_PACK_BYTES"]:
+            return False
+        with connection.cursor() as cursor:
+            # One statement: the repository's id by its name, as a repository deleted and made
+            # again under the name has another (the store outlives its row).
+            cursor.execute(self._INSERT, [name, pack, self.repository])
+            return cursor.rowcount == 1
+
+    def recorded(self) -> list[tuple[str, bytes]]:
+        rows = JournaledPack.objects.filter(repository__name=self.repository).order_by("pk")
+        return [(name, bytes(pack)) for name, pack in rows.values_list("name", "pack")]
+
+
+def checkpoint(name: str) -> int:
+    """Sync the files of the packs the journal keeps for repository ``name`` and forget them:
+    run by whoever repacks it (its roll-ups, maintenance) while holding its repack lock, when
+    most of them were just folded into a pack git synced. How many were forgotten."""
+    rows = list(JournaledPack.objects.filter(repository__name=name).values_list("pk", "name"))
+    if rows:
+        store_for(name).sync_packs(pack for _pk, pack in rows)
+        JournaledPack.objects.filter(pk__in=[pk for pk, _pack in rows]).delete()
+    return len(rows)
+
+
+def restore_journaled() -> int:
+    """Open the store of every repository the journal keeps packs for, so that after a power
+    loss each writes its lost packs back before anything reads it (once per boot: see
+    ``DiskStore``); the repositories. Run at every start (integration.recover)."""
+    names = list(
+        Repository.objects.filter(pk__in=JournaledPack.objects.values("repository")).values_list("name", flat=True)
+    )
+    for name in names:
+        store_for(name)
+    return len(names)
+
+
 def store_for(name: str) -> DiskStore:
     """The (created if needed) object store of repository ``name``, shared by this process."""
     path = repository_path(name)
@@ -35,7 +90,10 @@ def store_for(name: str) -> DiskStore:
             if store is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 store = DiskStore(
-                    path, tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"], cache_stats=CACHE_STATS
+                    path,
+                    tree_cache_entries=settings.AGENTGIT["TREE_CACHE_ENTRIES"],
+                    cache_stats=CACHE_STATS,
+                    journal=DatabaseJournal(name),
                 )
                 configure(path)  # git's automatic gc off, for new and existing repositories alike
                 _stores[path] = store
