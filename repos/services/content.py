@@ -11,6 +11,8 @@ from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signa
 from engine.renames import detect_renames
 from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
 
+from django.db import transaction
+
 from ..errors import Invalid, NotFound, from_engine
 from ..lookups import InsertUnlessPresent
 from ..models import Changeset, Credential, Repository
@@ -32,16 +34,18 @@ def upload_blob(repository: Repository, data: bytes, expected_id: str | None = N
     store = store_for(repository.name)
     if store.contains(oid):
         return oid, False
-    store.add(BLOB, data)
-    roll_up_when_due(repository.name, store)
+    with transaction.atomic(savepoint=False):  # its pack journaled in the commit (docs/adr/0023)
+        store.add(BLOB, data)
+        roll_up_when_due(repository.name, store)
     return oid, True
 
 
 def upload_blobs(repository: Repository, contents: list[bytes]) -> list[str]:
-    """Store several blobs as one batch (one pack on disk)."""
+    """Store several blobs as one batch (one pack on disk, journaled in one commit)."""
     store = store_for(repository.name)
-    ids = store.add_many((BLOB, data) for data in contents)
-    roll_up_when_due(repository.name, store)
+    with transaction.atomic(savepoint=False):
+        ids = store.add_many((BLOB, data) for data in contents)
+        roll_up_when_due(repository.name, store)
     return ids
 
 
@@ -164,38 +168,41 @@ def create_changeset(
     else:
         parent_ids = [resolve_rev(repository, parent)] if parent is not None else []
     author = author_signature(provenance, credential)
-    store = store_for(repository.name)
-    try:
-        commit_id = engine_changeset.create_changeset(
-            store,
-            parent_ids[0] if parent_ids else None,
-            engine_ops,
+    # One transaction (none of its own inside a caller's): the objects' pack is journaled in
+    # the commit that records the changeset, instead of fsynced (docs/adr/0023).
+    with transaction.atomic(savepoint=False):
+        store = store_for(repository.name)
+        try:
+            commit_id = engine_changeset.create_changeset(
+                store,
+                parent_ids[0] if parent_ids else None,
+                engine_ops,
+                message=message,
+                author=author,
+                blobs=contents,
+                merged=parent_ids[1:],
+            )
+        except ObjectMissing as error:
+            # A blob the caller's operations name is missing: their input is wrong (400), not a
+            # resource they asked for (404).
+            raise from_engine(error, missing=Invalid) from None
+        commit = store.read_commit(commit_id)
+        refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
+        roll_up_when_due(repository.name, store)
+        row = Changeset(
+            repository=repository,
+            commit_id=commit_id,
+            parents=list(commit.parents),
+            tree=commit.tree,
             message=message,
-            author=author,
-            blobs=contents,
-            merged=parent_ids[1:],
+            operations=normalized,
+            provenance=provenance,
+            credential=credential,
         )
-    except ObjectMissing as error:
-        # A blob the caller's operations name is missing: their input is wrong (400), not a
-        # resource they asked for (404).
-        raise from_engine(error, missing=Invalid) from None
-    commit = store.read_commit(commit_id)
-    refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
-    roll_up_when_due(repository.name, store)
-    row = Changeset(
-        repository=repository,
-        commit_id=commit_id,
-        parents=list(commit.parents),
-        tree=commit.tree,
-        message=message,
-        operations=normalized,
-        provenance=provenance,
-        credential=credential,
-    )
-    recorded = _INSERT_CHANGESET.run(row)
-    if recorded is None:  # the same changeset again (same parent, operations, message, author and second)
-        return Changeset.objects.get(repository=repository, commit_id=commit_id)
-    return recorded
+        recorded = _INSERT_CHANGESET.run(row)
+        if recorded is None:  # the same changeset again (same parent, operations, message, author and second)
+            return Changeset.objects.get(repository=repository, commit_id=commit_id)
+        return recorded
 
 
 _INSERT_CHANGESET = InsertUnlessPresent(Changeset)

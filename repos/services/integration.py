@@ -211,13 +211,18 @@ class Held:
         return events
 
 
-def lock_stream(repository: Repository, name: str) -> Held:
+def lock_stream(repository: Repository, name: str, *, unless_busy: bool = False) -> Held | None:
     """The stream ``name`` of ``repository``, its row locked until the transaction ends (the
     landing's lock), with its repository as it is now and whether operations are queued on it:
-    one query. NotFound as ``get_stream``."""
-    using, rows = _LOCKED_BY_NAME.all(repository.pk, name, model=Stream, limit=1) if "\x00" not in name else ("", [])
+    one query. NotFound as ``get_stream``. ``unless_busy``: None at once when another
+    transaction holds the row (a worker landing the stream, another request), rather than a
+    wait for it (PostgreSQL's SKIP LOCKED; SQLite's one writer never finds a row held)."""
+    query = _LOCKED_BY_NAME_UNLESS_BUSY if unless_busy else _LOCKED_BY_NAME
+    using, rows = query.all(repository.pk, name, model=Stream, limit=1) if "\x00" not in name else ("", [])
     if not rows:
         get_stream(repository, name)  # raises the one NotFound
+        if unless_busy:
+            return None
         raise NotFound(f"no stream named {name!r} in {repository.name}")  # (deleted meanwhile)
     stream = instance(Stream, using, rows[0])
     stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
@@ -338,19 +343,27 @@ _LOCKED_STREAM = Rows(
     write=True,
 )
 _STREAM_COLUMNS = len(columns(Stream))
-#: :func:`lock_stream`: as ``_LOCKED_STREAM``, by name, with whether operations are queued.
-_LOCKED_BY_NAME = Rows(
-    lambda repository, name: (
-        Stream.objects.select_for_update(of=("self",), no_key=True)
-        .filter(repository=repository, name=name)
-        .order_by()
-        .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
-        .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
-    ),
-    int,
-    str,
-    write=True,
-)
+
+
+def _locked_by_name(*, skip_locked: bool) -> Rows:
+    """:func:`lock_stream`'s query: as ``_LOCKED_STREAM``, by name, with whether operations are
+    queued; with ``skip_locked``, no row rather than a wait when another transaction holds it."""
+    return Rows(
+        lambda repository, name: (
+            Stream.objects.select_for_update(of=("self",), no_key=True, skip_locked=skip_locked)
+            .filter(repository=repository, name=name)
+            .order_by()
+            .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
+            .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
+        ),
+        int,
+        str,
+        write=True,
+    )
+
+
+_LOCKED_BY_NAME = _locked_by_name(skip_locked=False)
+_LOCKED_BY_NAME_UNLESS_BUSY = _locked_by_name(skip_locked=True)
 _OPERATION_COLUMNS = len(columns(Operation))
 #: The queued operations in order, each with its proposal and the proposal's author (and user).
 _QUEUED = Rows(
@@ -568,14 +581,17 @@ def _gated(policy: Policy | None, stream: str) -> bool:
     return policy is not None and any(rule.required_checks for rule in policy.rules_for(stream))
 
 
+def may_land_held(held: Held) -> bool:
+    """Whether nothing is queued ahead on the held stream and it requires no checks: then a
+    one-call landing lands its own operation in its transaction also where workers land the
+    rest (repos/services/landing.py)."""
+    stream = held.stream
+    return not held.queued_before and not _gated(policies.policy_of(stream.repository), stream.name)
+
+
 def _holds_the_queue(held: Held) -> bool:
     """Whether the caller's one operation is the whole queue of a stream without checks."""
-    stream = held.stream
-    return (
-        held.operation is not None
-        and not held.queued_before
-        and not _gated(policies.policy_of(stream.repository), stream.name)
-    )
+    return held.operation is not None and may_land_held(held)
 
 
 def _checks_of(decision: Decision) -> tuple[str, ...]:

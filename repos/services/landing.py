@@ -2,14 +2,15 @@
 
 The same three services as the separate endpoints (content, proposals, integration), in one
 transaction: a refused changeset or an unknown stream leaves no proposal behind, and the
-integration goes through the landing queue like every other (with workers, it lands when the
-transaction commits; without, in the same transaction). The caller waits for the operation as
-the integrate endpoint does.
+integration goes through the landing queue like every other. The caller waits for the
+operation as the integrate endpoint does.
 
-Without workers the transaction takes the landing's lock of the stream first (its read of the
-head is the landing's), and the landing is handed what the request wrote for it rather than
-reading it back (``integration.Held``): a one-file landing is 15 statements, not 28
-(docs/adr/0022).
+The transaction takes the landing's lock of the stream first (its read of the head is the
+landing's) and lands in the same transaction, handed what the request wrote for it rather than
+reading it back (``integration.Held``; docs/adr/0022). Without workers always; with workers
+when the stream's row is free, nothing is queued on it and it requires no checks
+(docs/adr/0026). Otherwise the operation waits in the queue and a worker lands it after the
+commit.
 """
 
 from __future__ import annotations
@@ -61,13 +62,15 @@ def land(
     provenance = {} if provenance is None else provenance
     if not isinstance(provenance, dict):
         raise Invalid("provenance must be an object")
-    target = None if jobs_run_in_process() else get_stream(repository, stream)
+    workers = not jobs_run_in_process()
     with transaction.atomic():
-        # No workers: the stream's row is locked first, so the head read here is the one the
-        # landing below lands on, and nothing can queue before this request's operation.
-        held = integration.lock_stream(repository, stream) if target is None else None
-        target = held.stream if held is not None else target
-        assert target is not None
+        # The stream's row is locked first, so the head read here is the one the landing below
+        # lands on, and nothing can queue before this request's operation. With workers, only
+        # if no one holds it now, and the request lands here only what it alone queues on a
+        # stream without checks: it never waits for another landing, it queues behind it.
+        locked = integration.lock_stream(repository, stream, unless_busy=workers)
+        held = locked if locked is not None and (not workers or integration.may_land_held(locked)) else None
+        target = locked.stream if locked is not None else get_stream(repository, stream)
         changeset = content.create_changeset(
             repository,
             parent=target.head if parent is STREAM_HEAD else given,
@@ -84,10 +87,10 @@ def land(
         operation = integration.queue_opened(opened.proposal, enqueue=held is None)
         operation.repository, operation.stream = repository, target
         if held is not None:
-            # No workers: land in this transaction, so the changeset, the proposal and their
-            # landing are one commit (one fsync of the database, not two), as a worker would
-            # land it right after ours committed (docs/adr/0015); the landing writes the
-            # proposal's event with its own.
+            # Land in this transaction, so the changeset, the proposal and their landing are
+            # one commit (one fsync of the database, not two; with workers, no round trip
+            # through the broker either), as a worker would land it right after ours committed
+            # (docs/adr/0015, 0026); the landing writes the proposal's event with its own.
             held.operation, held.revision, held.events = operation, opened.revision, [opened.event]
             integration.land_stream(target.pk, held)
     return Landing(changeset, opened.proposal, operation)

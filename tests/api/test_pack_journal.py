@@ -96,7 +96,15 @@ def test_a_roll_up_syncs_the_journaled_packs_and_forgets_them(api, settings):
     assert len([name for name in os.listdir(git_dir / "objects" / "pack") if name.endswith(".pack")]) < 4
 
 
-def test_an_upload_answered_outside_a_transaction_is_not_journaled(api):
-    # Its answer comes before any commit would: the pack is fsynced as it is written.
-    api.blob(b"uploaded\n")
-    assert PackJournal.objects.count() == 0
+def test_an_upload_is_journaled_in_its_own_commit_and_a_pack_past_the_bound_is_fsynced(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "JOURNAL_PACK_BYTES": 1000}
+    small = api.blob(b"uploaded\n")
+    assert PackJournal.objects.count() == 1
+    big = api.blob(os.urandom(4000))  # its pack is past the bound: fsynced, not journaled
+    assert PackJournal.objects.count() == 1
+
+    _power_loss(stores.repository_path("demo"), "missing")
+    call_command("agentgit_recover", verbosity=0)
+
+    assert api.get(f"/blobs/{small}").content == b"uploaded\n"
+    assert api.get(f"/blobs/{big}").status_code == 200

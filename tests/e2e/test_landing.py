@@ -20,11 +20,17 @@ def test_a_queued_landing_is_retried_into_its_outcome_once(production, request):
         body = {"message": "m", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}
         key = {"Idempotency-Key": "queued-1"}
 
-        # No worker runs: the landing is recorded and queued, and answers 202 with what it made.
-        first = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})
-        assert first.status_code == 202, first.text
-        again = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})
-        assert again.status_code == 202 and again.json() == first.json()
+        # Another transaction holds the stream as a worker landing it does, and no worker
+        # runs: the landing is recorded and queued, and answers 202 with what it made.
+        with production.database.connect() as lander, lander.transaction():
+            lander.execute(
+                "SELECT 1 FROM repos_stream WHERE name = 'main' AND repository_id ="
+                " (SELECT id FROM repos_repository WHERE name = 'queued') FOR NO KEY UPDATE"
+            )
+            first = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})
+            assert first.status_code == 202, first.text
+            again = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})
+            assert again.status_code == 202 and again.json() == first.json()
 
         request.getfixturevalue("worker")
         landed = http.post(
@@ -35,6 +41,22 @@ def test_a_queued_landing_is_retried_into_its_outcome_once(production, request):
         assert answer["outcome"] == "fast_forward" and answer["changeset"] == first.json()["changeset"]
         assert answer["proposal"] == first.json()["proposal"] and landed.headers["Idempotent-Replayed"] == "true"
         assert len(http.get("/repos/queued/proposals").json()["proposals"]) == 1
+
+
+def test_a_landing_on_a_free_stream_lands_in_its_own_request_with_no_worker_running(production):
+    # docs/adr/0026: nothing queued on the stream and no checks: the request lands it itself,
+    # in its transaction, without the broker's round trip (the workers land only the rest).
+    auth = {"Authorization": f"Bearer {production.token}"}
+    with httpx.Client(base_url=f"{production.url}/api/v1", headers=auth, timeout=60) as http:
+        assert http.post("/repos", json={"name": "free"}).status_code == 201
+        heads = []
+        for path in ("a.txt", "b.txt"):
+            body = {"message": path, "operations": [{"op": "write", "path": path, "content": "x\n"}]}
+            landed = http.post("/repos/free/streams/main/land", json=body, params={"wait": 0.3})
+            assert landed.status_code == 200 and landed.json()["outcome"] == "fast_forward", landed.text
+            heads.append(landed.json()["stream_head"])
+        assert http.get("/repos/free/streams/main").json()["head"] == heads[-1]
+        assert http.get("/repos/free/files/main/a.txt").text == "x\n"
 
 
 def test_concurrent_retries_with_one_key_land_once_on_postgresql(production, worker):
