@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from django.db import transaction
+
 from engine import changeset as engine_changeset
 from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
 from engine.renames import detect_renames
 from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
-
-from django.db import transaction
 
 from ..errors import Invalid, NotFound, from_engine
 from ..lookups import InsertUnlessPresent
