@@ -235,7 +235,11 @@ def subscribe_main() -> None:
     config["resume_at"] = time.monotonic() + config["resume_after_s"]
     config["resumers"] = set(config["resumers"])
     # uvloop, as the servers run: a socket's wake-up costs the subscribers' loop less than asyncio's.
-    print(json.dumps(uvloop.run(_subscribe(config))), flush=True)
+    seen = uvloop.run(_subscribe(config))
+    # A run's line was once cut at exactly 256 KiB (a CI run of 2026-12-04): the way a write of
+    # a pipe ends early is EAGAIN on a descriptor left non-blocking, so it is made blocking.
+    os.set_blocking(sys.stdout.fileno(), True)
+    print(json.dumps(seen), flush=True)
 
 
 # ------------------------------------------------------------------------------ the scenario
