@@ -8,8 +8,8 @@ the integrate endpoint does.
 
 Without workers the transaction takes the landing's lock of the stream first (its read of the
 head is the landing's), and the landing is handed what the request wrote for it rather than
-reading it back (``integration.Held``): a one-file landing is 15 statements, not 28
-(docs/adr/0022).
+reading it back (``integration.Held``), and when it fast-forwards writes the proposal, its
+revision and its operation once, landed (docs/adr/0022, docs/adr/0024).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals
 from .credentials import require_stream
 from .dispatch import jobs_run_in_process
-from .repositories import get_stream
+from .repositories import get_repository, get_stream
 
 #: ``parent`` when the request has none: the stream's head.
 STREAM_HEAD = object()
@@ -38,7 +38,7 @@ class Landing(NamedTuple):
 
 
 def land(
-    repository: Repository,
+    repository: Repository | str,
     stream: str,
     *,
     parent: object = STREAM_HEAD,
@@ -49,7 +49,10 @@ def land(
 ) -> Landing:
     """Write the changeset (on ``parent``, by default the stream's head), propose it on
     ``stream`` and queue its integration; nothing is written if any step is refused. Without
-    workers the operation comes back landed (done or failed), unless it waits in the queue."""
+    workers the operation comes back landed (done or failed), unless it waits in the queue.
+
+    ``repository``: the repository, or its name (the land view's: without workers it is read
+    with the stream's locked row; NotFound as ``get_repository``)."""
     require_stream(credential, stream)  # before the changeset's objects are written, not after
     given: str | None = None
     if parent is not STREAM_HEAD:
@@ -61,15 +64,21 @@ def land(
     provenance = {} if provenance is None else provenance
     if not isinstance(provenance, dict):
         raise Invalid("provenance must be an object")
-    target = None if jobs_run_in_process() else get_stream(repository, stream)
+    found = repository if isinstance(repository, Repository) else None
+    target = None
+    if not jobs_run_in_process():  # a worker lands it: the stream is read, not locked
+        found = get_repository(repository) if isinstance(repository, str) else repository
+        target = get_stream(found, stream)
     with transaction.atomic():
         # No workers: the stream's row is locked first, so the head read here is the one the
-        # landing below lands on, and nothing can queue before this request's operation.
-        held = integration.lock_stream(repository, stream) if target is None else None
-        target = held.stream if held is not None else target
-        assert target is not None
+        # landing below lands on, and nothing can queue before this request's operation. The
+        # repository is read with it.
+        held = integration.lock_stream(_name(repository), stream) if target is None else None
+        if held is not None:
+            target, found = held.stream, held.stream.repository
+        assert target is not None and found is not None
         changeset = content.create_changeset(
-            repository,
+            found,
             parent=target.head if parent is STREAM_HEAD else given,
             operations=operations,
             message=message,
@@ -77,17 +86,21 @@ def land(
             credential=credential,
         )
         title = (message.strip().splitlines() or [""])[0][:_TITLE_LENGTH]
-        # A changeset just recorded: the ref mirror protects it already.
-        opened = proposals.open_on(
-            repository, target, changeset.commit_id, title, credential, recorded=True, announce=held is None
-        )
-        operation = integration.queue_opened(opened.proposal, enqueue=held is None)
-        operation.repository, operation.stream = repository, target
-        if held is not None:
-            # No workers: land in this transaction, so the changeset, the proposal and their
-            # landing are one commit (one fsync of the database, not two), as a worker would
-            # land it right after ours committed (docs/adr/0015); the landing writes the
-            # proposal's event with its own.
-            held.operation, held.revision, held.events = operation, opened.revision, [opened.event]
-            integration.land_stream(target.pk, held)
-    return Landing(changeset, opened.proposal, operation)
+        if held is None:
+            # A changeset just recorded: the ref mirror protects it already.
+            proposal = proposals.open_on(found, target, changeset.commit_id, title, credential, recorded=True)
+            return Landing(changeset, proposal, integration.queue_opened(proposal))
+        # No workers: land in this transaction, so the changeset, the proposal and their landing
+        # are one commit (one fsync of the database, not two), as a worker would land it right
+        # after ours committed (docs/adr/0015). Nothing of the proposal is written yet: the
+        # landing writes it, its revision and its operation, in their final state when it
+        # lands them at once (docs/adr/0024).
+        opening = proposals.Opening.of(found, target, changeset.commit_id, title, credential)
+        held.operation, held.opening = integration.new_operation(opening.proposal), opening
+        held.fast_forward = target.head is None or target.head in changeset.parents
+        integration.land_stream(target.pk, held)
+    return Landing(changeset, opening.proposal, held.operation)
+
+
+def _name(repository: Repository | str) -> str:
+    return repository if isinstance(repository, str) else repository.name

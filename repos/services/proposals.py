@@ -10,9 +10,10 @@ latest revision; each revision keeps the outcome of its own integration.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from engine.conflicts import ConflictDetail, conflict_package
 
@@ -38,16 +39,7 @@ def open_proposal(
     if not isinstance(title, str) or len(title) > 300:
         raise Invalid("title is a string of at most 300 characters")
     target = get_stream(repository, stream)
-    return open_on(repository, target, resolve_rev(repository, head), title, credential).proposal
-
-
-class Opened(NamedTuple):
-    proposal: Proposal
-    #: Its revision 1.
-    revision: ProposalRevision
-    #: Its ``proposal.opened`` event, as ``(kind, payload)``: written by :func:`open_on` unless
-    #: the caller writes it with its own (a one-call landing: both events in two statements).
-    event: tuple[str, dict]
+    return open_on(repository, target, resolve_rev(repository, head), title, credential)
 
 
 def open_on(
@@ -58,28 +50,73 @@ def open_on(
     credential: Credential | None,
     *,
     recorded: bool = False,
-    announce: bool = True,
-) -> Opened:
+) -> Proposal:
     """Open a proposal on the stream ``target`` for the changeset ``head_id`` (both already
-    looked up: a landing has them at hand). No savepoint of its own: nothing here is caught, so
-    a failure rolls back the caller's transaction whole. ``recorded``: the caller knows
-    ``head_id`` is a recorded changeset (it just recorded it), which the ref mirror protects
-    already. ``announce=False``: the caller writes the returned event itself, in this transaction."""
+    looked up). No savepoint of its own: nothing here is caught, so a failure rolls back the
+    caller's transaction whole. ``recorded``: the caller knows ``head_id`` is a recorded
+    changeset (it just recorded it), which the ref mirror protects already."""
+    opening = Opening.of(repository, target, head_id, title, credential)
     with transaction.atomic(savepoint=False):
-        proposal = _INSERT_PROPOSAL.run(
-            Proposal(repository=repository, stream=target, head=head_id, title=title, author=credential)
-        )
-        revision = _INSERT_REVISION.run(
-            ProposalRevision(
-                proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
-            )
-        )
+        opening.insert_proposal()
+        opening.insert_revision()
         if not recorded:
-            refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
-        payload = {"proposal": proposal.pk, "stream": target.name, "head": head_id, "author": author(credential)}
-        if announce:
-            append_event(repository, PROPOSAL_OPENED, payload)
-    return Opened(proposal, revision, (PROPOSAL_OPENED, payload))
+            refmirror.protect_proposal(repository, opening.proposal.pk, head_id)  # before the row commits
+        append_event(repository, *opening.event())
+    return opening.proposal
+
+
+@dataclass
+class Opening:
+    """A proposal and its revision 1, built but not written yet.
+
+    :func:`open_on` writes them at once. A one-call landing without workers hands them to its
+    landing (repos/services/integration.py), which inserts them in their final state when it
+    lands them at once (docs/adr/0024: no update after the insert), or as :func:`open_on`
+    writes them when it does not. The proposal's row comes first (the others name it).
+    """
+
+    proposal: Proposal
+    revision: ProposalRevision
+    #: The stream's name, for the ``proposal.opened`` event.
+    stream: str
+
+    @classmethod
+    def of(
+        cls, repository: Repository, target: Stream, head_id: str, title: str, credential: Credential | None
+    ) -> Opening:
+        now = timezone.now()  # opened now, whenever the rows are written
+        proposal = Proposal(
+            repository=repository, stream=target, head=head_id, title=title, author=credential, created=now
+        )
+        revision = ProposalRevision(
+            number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential, created=now
+        )
+        return cls(proposal, revision, target.name)
+
+    @property
+    def written(self) -> bool:
+        return self.proposal.pk is not None
+
+    def insert_proposal(self) -> Proposal:
+        """The proposal's row, as the instance is now (open, or already in its final state)."""
+        _INSERT_PROPOSAL.run(self.proposal)
+        self.revision.proposal = self.proposal
+        return self.proposal
+
+    def insert_revision(self) -> ProposalRevision:
+        """Revision 1's row, after the proposal's (with its outcome when it was landed at once)."""
+        return _INSERT_REVISION.run(self.revision)
+
+    def event(self) -> tuple[str, dict]:
+        """Its ``proposal.opened`` event as ``(kind, payload)``, once the proposal has its id."""
+        proposal = self.proposal
+        payload = {
+            "proposal": proposal.pk,
+            "stream": self.stream,
+            "head": proposal.head,
+            "author": author(proposal.author),
+        }
+        return PROPOSAL_OPENED, payload
 
 
 _INSERT_PROPOSAL = Insert(Proposal)

@@ -200,6 +200,8 @@ def test_a_landing_reads_back_as_it_answered_and_announces_the_proposal_first(ap
     # Then the operation, the proposal's revision and the events say what the answer said
     operation = api.get(f"/operations/{answer['operation']}").json()
     assert operation["state"] == "done" and operation["attempts"] == 1 and operation["outcome"] == answer
+    assert list(operation["outcome"]) == list(answer)  # the same document, keys in the same order
+    assert operation["created"] <= operation["finished"]
     proposal = api.get(f"/proposals/{answer['proposal']}").json()
     assert proposal["state"] == "integrated" and proposal["outcome"] == "fast_forward"
     (revision,) = api.get(f"/proposals/{answer['proposal']}/revisions").json()["revisions"]
@@ -230,3 +232,31 @@ def test_a_landing_behind_a_queued_operation_lands_after_it(api):
         ("stream.integrate", queued),
         ("stream.integrate", answer["proposal"]),
     ]
+
+
+def test_a_landing_that_merges_names_its_proposal_and_reads_back_as_it_answered(api):
+    # Given a stream moved on since the changeset's parent
+    base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}).json()
+    land(api, {"message": "b", "operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]})
+    seq = Event.objects.order_by("-seq").values_list("seq", flat=True).first()
+
+    # When a change on the old head lands in one call
+    stale = {
+        "parent": base["changeset"],
+        "message": "c",
+        "operations": [{"op": "write", "path": "c.txt", "content": "c"}],
+    }
+    answer = land(api, stale).json()
+
+    # Then the merge names the proposal, and its records and events say what the answer said
+    assert answer["outcome"] == "merge"
+    merge = api.get(f"/changesets/{answer['stream_head']}").json()
+    assert merge["message"] == f"Integrate proposal {answer['proposal']} into main\n"
+    operation = api.get(f"/operations/{answer['operation']}").json()
+    assert operation["outcome"] == {k: v for k, v in answer.items() if k != "changeset"} | {
+        "changeset": answer["stream_head"]
+    }
+    (revision,) = api.get(f"/proposals/{answer['proposal']}/revisions").json()["revisions"]
+    assert revision["outcome"] == operation["outcome"]
+    events = list(Event.objects.filter(seq__gt=seq).order_by("seq").values_list("kind", "payload__proposal"))
+    assert events == [("proposal.opened", answer["proposal"]), ("stream.integrate", answer["proposal"])]
