@@ -200,7 +200,6 @@ def test_a_landing_reads_back_as_it_answered_and_announces_the_proposal_first(ap
     # Then the operation, the proposal's revision and the events say what the answer said
     operation = api.get(f"/operations/{answer['operation']}").json()
     assert operation["state"] == "done" and operation["attempts"] == 1 and operation["outcome"] == answer
-    assert list(operation["outcome"]) == list(answer)  # the same document, keys in the same order
     assert operation["created"] <= operation["finished"]
     proposal = api.get(f"/proposals/{answer['proposal']}").json()
     assert proposal["state"] == "integrated" and proposal["outcome"] == "fast_forward"

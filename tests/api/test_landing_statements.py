@@ -20,7 +20,7 @@ def _land(api, n: int):
 #: in the process (docs/adr/0019); 28 until the landing was handed what the request wrote for it
 #: (docs/adr/0022); 16 until a fast-forward wrote its proposal, revision and operation once,
 #: landed, and the repository was read with the locked stream (docs/adr/0024).
-LANDING_STATEMENTS = 12
+LANDING_STATEMENTS = 11
 
 
 def test_a_one_file_landing_runs_a_known_number_of_statements(api):
