@@ -59,8 +59,8 @@ class LandView(ApiView):
             body = validated(s.LandCreate, request)
             default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
             wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
-        except ApiError:
-            repository(repo)  # an unknown repository is 404 before the request is judged, as everywhere
+        except Exception:  # a refused body or query (ApiError, DRF's ValidationError)
+            repository(repo)  # but an unknown repository is 404 first, as everywhere
             raise
 
         in_hand: list[Operation] = []  # the operation this request queued (and landed, without workers)

@@ -87,6 +87,15 @@ def test_a_refused_landing_leaves_nothing_behind(api):
     )
 
 
+def test_landing_in_an_unknown_repository_is_not_found_whatever_the_body(api):
+    good = {"message": "x", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    bad = {"message": "x", "operations": [], "head": "main"}
+    for body in (good, bad):
+        response = api.client.post("/api/v1/repos/nope/streams/main/land", body, format="json")
+        assert response.status_code == 404 and response.json()["error"]["message"] == "no repository named 'nope'"
+    assert Changeset.objects.count() == 0
+
+
 def test_landing_needs_both_write_and_integrate(api, client_for):
     body = {"message": "x", "operations": [{"op": "write", "path": "a", "content": "a"}]}
     for scopes in (["read", "write"], ["read", "integrate"]):
