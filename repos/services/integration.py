@@ -32,7 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -63,11 +63,9 @@ from .events import (
     author,
     changed_paths,
 )
+from .opening import Opening
 from .repositories import find_stream
 from .stores import server_signature, store_for
-
-if TYPE_CHECKING:  # (proposals imports this module)
-    from .proposals import Opening
 
 User = get_user_model()
 

@@ -23,6 +23,7 @@ from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals
 from .credentials import require_stream
 from .dispatch import jobs_run_in_process
+from .opening import Opening
 from .repositories import get_repository, get_stream
 
 #: ``parent`` when the request has none: the stream's head.
@@ -95,7 +96,7 @@ def land(
         # after ours committed (docs/adr/0015). Nothing of the proposal is written yet: the
         # landing writes it, its revision and its operation, in their final state when it
         # lands them at once (docs/adr/0024).
-        opening = proposals.Opening.of(found, target, changeset.commit_id, title, credential)
+        opening = Opening.of(found, target, changeset.commit_id, title, credential)
         held.operation, held.opening = integration.new_operation(opening.proposal), opening
         held.fast_forward = target.head is None or target.head in changeset.parents
         integration.land_stream(target.pk, held)

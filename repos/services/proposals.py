@@ -10,20 +10,18 @@ latest revision; each revision keeps the outcome of its own integration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from django.db import transaction
-from django.utils import timezone
 
 from engine.conflicts import ConflictDetail, conflict_package
 
 from ..errors import Invalid, NotFound, WrongState
-from ..lookups import Insert, Lookup
+from ..lookups import Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository, Stream
 from . import refmirror
 from .credentials import require_proposal_stream, require_stream
-from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event, author
+from .events import PROPOSAL_CLOSED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event
 from .integration import resolver_rules
+from .opening import Opening
 from .repositories import get_stream, resolve_rev
 from .stores import store_for
 
@@ -65,62 +63,6 @@ def open_on(
     return opening.proposal
 
 
-@dataclass
-class Opening:
-    """A proposal and its revision 1, built but not written yet.
-
-    :func:`open_on` writes them at once. A one-call landing without workers hands them to its
-    landing (repos/services/integration.py), which inserts them in their final state when it
-    lands them at once (docs/adr/0024: no update after the insert), or as :func:`open_on`
-    writes them when it does not. The proposal's row comes first (the others name it).
-    """
-
-    proposal: Proposal
-    revision: ProposalRevision
-    #: The stream's name, for the ``proposal.opened`` event.
-    stream: str
-
-    @classmethod
-    def of(
-        cls, repository: Repository, target: Stream, head_id: str, title: str, credential: Credential | None
-    ) -> Opening:
-        now = timezone.now()  # opened now, whenever the rows are written
-        proposal = Proposal(
-            repository=repository, stream=target, head=head_id, title=title, author=credential, created=now
-        )
-        revision = ProposalRevision(
-            number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential, created=now
-        )
-        return cls(proposal, revision, target.name)
-
-    @property
-    def written(self) -> bool:
-        return self.proposal.pk is not None
-
-    def insert_proposal(self) -> Proposal:
-        """The proposal's row, as the instance is now (open, or already in its final state)."""
-        _INSERT_PROPOSAL.run(self.proposal)
-        self.revision.proposal = self.proposal
-        return self.proposal
-
-    def insert_revision(self) -> ProposalRevision:
-        """Revision 1's row, after the proposal's (with its outcome when it was landed at once)."""
-        return _INSERT_REVISION.run(self.revision)
-
-    def event(self) -> tuple[str, dict]:
-        """Its ``proposal.opened`` event as ``(kind, payload)``, once the proposal has its id."""
-        proposal = self.proposal
-        payload = {
-            "proposal": proposal.pk,
-            "stream": self.stream,
-            "head": proposal.head,
-            "author": author(proposal.author),
-        }
-        return PROPOSAL_OPENED, payload
-
-
-_INSERT_PROPOSAL = Insert(Proposal)
-_INSERT_REVISION = Insert(ProposalRevision)
 _BY_ID = Lookup(Proposal, "repository", "id")
 
 
