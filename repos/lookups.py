@@ -227,7 +227,8 @@ class Update(_Statement):
 
 class _NewRows(_Statement):
     """An ``INSERT`` of every field but the id, values prepared as ``Model.save`` prepares them
-    (``auto_now_add`` included)."""
+    (``auto_now_add`` included, unless the instance holds its creation time already: a row
+    written in its final state was created when it was asked for, docs/adr/0024)."""
 
     def __init__(self, model: type[models.Model]) -> None:
         super().__init__(model)
@@ -240,7 +241,13 @@ class _NewRows(_Statement):
         return f"{connection.ops.insert_statement(on_conflict=on_conflict)} {table} ({names}) VALUES ({marks})"
 
     def _values(self, obj: models.Model, connection) -> list[Any]:
-        return [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in self._fields]
+        return [field.get_db_prep_save(_value(field, obj), connection) for field in self._fields]
+
+
+def _value(field: models.Field, obj: models.Model) -> Any:
+    if getattr(field, "auto_now_add", False) and getattr(obj, field.attname) is not None:
+        return getattr(obj, field.attname)
+    return field.pre_save(obj, True)
 
 
 class Insert(_NewRows, Generic[M]):

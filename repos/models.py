@@ -297,6 +297,17 @@ class Operation(models.Model):
             ),
         ]
 
+    def outcome_document(self) -> dict | None:
+        """API.md's outcome document (None until done). The row stores it without the
+        operation's own id, which a row written in its final state does not know yet
+        (docs/adr/0024): every reader takes it from here, ids in their places."""
+        if self.outcome is None:
+            return None
+        document = {key: value for key, value in self.outcome.items() if key not in ("operation", "proposal")}
+        document["operation"] = self.pk
+        document["proposal"] = self.proposal_id
+        return document
+
     def __str__(self) -> str:
         return f"operation {self.pk} ({self.state})"
 

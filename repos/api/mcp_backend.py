@@ -211,7 +211,7 @@ def _closing(work: Callable[[], Any]) -> Callable[[], Any]:
 def _outcome_of(operation: Operation) -> dict:
     """An integration's outcome document; its error when it failed; Unavailable while queued."""
     if operation.state == Operation.State.DONE:
-        return dict(operation.outcome or {})
+        return operation.outcome_document() or {}
     if operation.state == Operation.State.FAILED:
         raise error_from_dict(operation.error or {})
     raise Unavailable(f"integration operation {operation.pk} is still queued; ask again (integrate_proposal)")

@@ -183,16 +183,16 @@ class OperationSerializer(serializers.Serializer):
     attempts = serializers.IntegerField()
     created = serializers.DateTimeField()
     finished = serializers.DateTimeField(allow_null=True)
-    outcome = OutcomeSerializer(required=False)
+    outcome = OutcomeSerializer(required=False, source="outcome_document")
     error = serializers.DictField(required=False)
 
     def to_representation(self, operation) -> dict:
         data = super().to_representation(operation)
         # As recorded (the integrate endpoint's very answer), and only when there is one.
-        for optional in ("outcome", "error"):
+        for optional, recorded in (("outcome", operation.outcome_document()), ("error", operation.error)):
             data.pop(optional, None)
-            if getattr(operation, optional) is not None:
-                data[optional] = getattr(operation, optional)
+            if recorded is not None:
+                data[optional] = recorded
         return data
 
 

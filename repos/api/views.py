@@ -243,7 +243,7 @@ def operation_answer(operation: Operation) -> Response:
         return Response(body, status=202, headers={"Location": location})
     if operation.state == Operation.State.FAILED:
         raise error_from_dict(operation.error or {})
-    outcome = dict(operation.outcome or {})
+    outcome = operation.outcome_document() or {}
     if outcome.get("outcome") == "conflict":
         outcome["package"] = reverse("api:proposal-conflicts", args=[operation.repository.name, operation.proposal_id])
     return Response(outcome)

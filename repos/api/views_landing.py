@@ -55,16 +55,19 @@ class LandView(ApiView):
         """Write a changeset on ``parent`` (default: the stream's head), propose it on the stream and
         integrate it, in one call (scopes ``write`` and ``integrate``)."""
         require_scope(request.auth, "write")
-        found = repository(repo)
-        body = validated(s.LandCreate, request)
-        default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
-        wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        try:
+            body = validated(s.LandCreate, request)
+            default_wait = min(float(settings.AGENTGIT["INTEGRATE_WAIT_S"]), MAX_INTEGRATE_WAIT_S)
+            wait = query_number(request, "wait", default_wait, low=0, high=MAX_INTEGRATE_WAIT_S)
+        except Exception:  # a refused body or query (ApiError, DRF's ValidationError)
+            repository(repo)  # but an unknown repository is 404 first, as everywhere
+            raise
 
         in_hand: list[Operation] = []  # the operation this request queued (and landed, without workers)
 
         def act() -> dict:
             landed = landing.land(
-                found,
+                repo,  # read with the stream (docs/adr/0024)
                 stream,
                 parent=body.get("parent", landing.STREAM_HEAD),
                 message=body.get("message", ""),
@@ -83,7 +86,7 @@ class LandView(ApiView):
             if in_hand and not replayed:  # as recorded by this request: not read back
                 operation = integration.wait_for(in_hand[0], wait)
             else:
-                operation = integration_of(found, record, replayed, wait)
+                operation = integration_of(repository(repo), record, replayed, wait)
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)

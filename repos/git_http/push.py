@@ -504,7 +504,7 @@ def _propose(credential: Credential, repository: Repository, name: str, command:
             lines += [f"  {detail['requirement']}: {detail['message']}" for detail in error.get("details", [])]
             return lines
         raise Invalid(f"integration failed: {error.get('message', error)}")
-    outcome = operation.outcome
+    outcome = operation.outcome_document()
     assert outcome is not None  # a done operation has its outcome
     kind = outcome["outcome"]
     if kind == "conflict":

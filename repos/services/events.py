@@ -27,7 +27,6 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from ..errors import Invalid
-from ..lookups import Insert
 from ..models import Credential, Event, Repository
 from .transports import Message, publish_on_commit
 
@@ -100,15 +99,7 @@ def author(credential: Credential | None) -> dict[str, str] | None:
 
 def append_event(repository: Repository, kind: str, payload: dict) -> Event:
     """Record an event; must run inside the caller's transaction. It is pushed once that commits."""
-    _require_transaction()
-    # The UPDATE takes the repository row's write lock until commit, so sequence numbers are
-    # handed out in commit order with no gaps, on SQLite and PostgreSQL alike. RETURNING (SQLite
-    # 3.35+, PostgreSQL) reads the new number in the same statement.
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_NEXT_SEQ, [repository.pk])
-        (seq,) = cursor.fetchone()
-    event = _INSERT_EVENT.run(Event(repository=repository, seq=seq, kind=kind, payload=payload))
-    _announce(repository, [event])
+    (event,) = append_all(repository, [(kind, payload)])
     return event
 
 
@@ -118,23 +109,76 @@ def append_events(repository: Repository, kind: str, payloads: list[dict]) -> No
     append_all(repository, [(kind, payload) for payload in payloads])
 
 
-def append_all(repository: Repository, events: list[tuple[str, dict]]) -> None:
-    """:func:`append_event` for each ``(kind, payload)``, in the order given, in two statements
-    whatever their number: one UPDATE hands out their sequence numbers, one INSERT writes them
-    (a landing's events, a push creating thousands of streams). The same rows, numbers and
-    pushes as one :func:`append_event` each."""
+def append_all(repository: Repository, events: list[tuple[str, dict]]) -> list[Event]:
+    """:func:`append_event` for each ``(kind, payload)``, in the order given, in one statement
+    (per :data:`_EVENTS_PER_STATEMENT`) whatever their number: a landing's events, a push
+    creating thousands of streams. It hands out their sequence numbers from the repository's
+    ``event_seq`` and advances it in the same statement (see :func:`_insert_events`)."""
     if not events:
-        return
+        return []
     _require_transaction()
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(_NEXT_SEQS, [len(events), repository.pk])
-        (last,) = cursor.fetchone()
-    first = last - len(events) + 1
-    rows = [
-        Event(repository=repository, seq=seq, kind=kind, payload=payload)
-        for seq, (kind, payload) in enumerate(events, start=first)
-    ]
-    _announce(repository, Event.objects.bulk_create(rows))
+    created = timezone.now()
+    rows = [Event(repository=repository, kind=kind, payload=payload, created=created) for kind, payload in events]
+    for start in range(0, len(rows), _EVENTS_PER_STATEMENT):
+        _insert_events(repository.pk, rows[start : start + _EVENTS_PER_STATEMENT])
+    _announce(repository, rows)
+    return rows
+
+
+#: A statement's events: 4 parameters each, well under SQLite's 32 766.
+_EVENTS_PER_STATEMENT = 1000
+
+
+def _insert_events(repository_id: int, rows: list[Event]) -> None:
+    """Insert ``rows`` numbered after the repository's ``event_seq``, which they advance, in one
+    statement; their ids and numbers are set on them.
+
+    The repository row is written in that statement, so its write lock is held until commit:
+    sequence numbers are handed out in commit order with no gaps. PostgreSQL: the statement
+    updates the row (``WITH ... UPDATE ... RETURNING``, the row lock) and inserts the events from
+    the number it returns. SQLite, which has no data-modifying WITH: the insert reads the
+    number (one writer at a time holds the database), and the trigger ``repos_event_advances_seq``
+    (migration 0014) advances ``event_seq`` with each row.
+    """
+    connection = transaction.get_connection()
+    values = []
+    for number, row in enumerate(rows, start=1):
+        values += [number, *(field.get_db_prep_save(getattr(row, field.attname), connection) for field in _FIELDS)]
+    if connection.vendor == "postgresql":
+        params = [len(rows), repository_id, repository_id, len(rows), *values]
+    else:
+        params = [repository_id, repository_id, *values]
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(connection.vendor, len(rows)), params)
+        ids = {seq: pk for pk, seq in cursor.fetchall()}
+    for seq, row in enumerate(rows, start=min(ids)):  # each row is numbered after the last, in order
+        row.seq, row.pk = seq, ids[seq]
+        row._state.adding = False
+        row._state.db = connection.alias
+
+
+#: The columns an event's statement writes after its number (``created`` set by the caller).
+_FIELDS = [field for field in Event._meta.concrete_fields if field.name in ("kind", "payload", "created")]
+
+
+def _sql(vendor: str, count: int) -> str:
+    table, repositories = Event._meta.db_table, Repository._meta.db_table
+    columns = "(repository_id, seq, kind, payload, created)"
+    if vendor == "postgresql":
+        rows = ", ".join(["(%s::integer, %s::varchar, %s::jsonb, %s::timestamptz)"] * count)
+        return (
+            f"WITH bumped AS (UPDATE {repositories} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq) "
+            f"INSERT INTO {table} {columns} "
+            f"SELECT %s, bumped.event_seq - %s + new.column1, new.column2, new.column3, new.column4 "
+            f"FROM bumped, (VALUES {rows}) AS new RETURNING id, seq"
+        )
+    rows = ", ".join(["(%s, %s, %s, %s)"] * count)
+    # An uncorrelated subquery is read once, before any row (and its trigger) is written.
+    return (
+        f"INSERT INTO {table} {columns} "
+        f"SELECT %s, (SELECT event_seq FROM {repositories} WHERE id = %s) + new.column1, "
+        f"new.column2, new.column3, new.column4 FROM (VALUES {rows}) AS new RETURNING id, seq"
+    )
 
 
 def _require_transaction() -> None:
@@ -153,11 +197,6 @@ def _announce(repository: Repository, events: list[Event]) -> None:
         deliver_on_commit(repository.pk)
     if settings.CELERY_TASK_ALWAYS_EAGER:  # no workers, so no beat: this process prunes
         transaction.on_commit(prune_when_due)
-
-
-_INSERT_EVENT = Insert(Event)
-_NEXT_SEQ = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq"
-_NEXT_SEQS = f"UPDATE {Repository._meta.db_table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
 
 
 def resume_after(last_event_id: str | None, after: str | None) -> int:

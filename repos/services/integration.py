@@ -63,7 +63,8 @@ from .events import (
     author,
     changed_paths,
 )
-from .repositories import get_stream
+from .opening import Opening
+from .repositories import find_stream
 from .stores import restore_journaled, server_signature, store_for
 
 User = get_user_model()
@@ -104,16 +105,18 @@ def request_integration(proposal: Proposal, *, bypass: dict | None = None) -> Op
 _INSERT_OPERATION = Insert(Operation)
 
 
-def queue_opened(proposal: Proposal, *, enqueue: bool = True) -> Operation:
+def queue_opened(proposal: Proposal) -> Operation:
     """The queued operation of a proposal opened in the caller's transaction: none can exist yet,
-    so no savepoint for request_integration's one-queued constraint. ``enqueue=False``: the
-    caller lands the stream's queue itself, in its transaction (a one-call landing without workers)."""
-    operation = _INSERT_OPERATION.run(
-        Operation(repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal)
-    )
-    if enqueue:
-        _enqueue_on_commit(proposal.stream_id)
+    so no savepoint for request_integration's one-queued constraint."""
+    operation = _INSERT_OPERATION.run(new_operation(proposal))
+    _enqueue_on_commit(proposal.stream_id)
     return operation
+
+
+def new_operation(proposal: Proposal) -> Operation:
+    """The operation integrating ``proposal``, queued now, not written yet (its creation time is
+    now, whenever its row is written: a one-call landing writes it landed, docs/adr/0024)."""
+    return Operation(repository=proposal.repository, stream=proposal.stream, proposal=proposal, created=timezone.now())
 
 
 def closed_refusal(proposal: Proposal) -> WrongState:
@@ -195,35 +198,72 @@ class Held:
     """What a one-call landing without workers holds in its own transaction when it lands the
     stream there (repos/services/landing.py): the stream's row, locked by :func:`lock_stream`
     before anything else, with its repository; whether operations were queued on it then; and
-    the one operation it queued since, with its proposal's revision and the ``proposal.opened``
-    event not written yet. The landing then reads none of them again, and writes that event
-    with its own (one sequence update, one insert). With operations queued before it, or a
-    policy that requires checks, the landing reads the queue as every other does."""
+    the one operation it queued since with its proposal and revision 1 (``opening``), none of
+    them written yet. The landing reads none of them again. When it lands the operation at once
+    by a fast-forward without a policy to judge it, it inserts the three rows in their final
+    state (docs/adr/0024); otherwise it writes them queued first (:meth:`write_rows`) and
+    updates them as it updates every operation, and with operations queued before it, or a
+    policy that requires checks, it writes them with their event and reads the queue as every
+    other landing does (:meth:`write_pending`)."""
 
     stream: Stream
     queued_before: bool
     operation: Operation | None = None
-    revision: ProposalRevision | None = None
+    opening: Opening | None = None
+    #: Whether the operation's changeset is a child of the stream's head (or the stream is
+    #: empty): it fast-forwards, which the engine decides without the merge message that names
+    #: the proposal's id.
+    fast_forward: bool = False
     events: list[tuple[str, dict]] = field(default_factory=list)
+
+    def write_rows(self) -> None:
+        """Insert the proposal, its revision and its operation as they stand (open, queued),
+        unless written already; their ``proposal.opened`` event is written with the landing's."""
+        if self.operation is not None and self.opening is not None and not self.opening.written:
+            _insert_opened(self.operation, self.opening)
+            self.events.insert(0, self.opening.event())
+
+    def write_pending(self) -> None:
+        """Write everything held (:meth:`write_rows`, then the pending events): the landing that
+        goes on reads the queue as every landing, or another thread lands it."""
+        self.write_rows()
+        events, self.events = self.events, []
+        append_all(self.stream.repository, events)
 
     def take_events(self) -> list[tuple[str, dict]]:
         events, self.events = self.events, []
         return events
 
 
-def lock_stream(repository: Repository, name: str, *, unless_busy: bool = False) -> Held | None:
-    """The stream ``name`` of ``repository``, its row locked until the transaction ends (the
-    landing's lock), with its repository as it is now and whether operations are queued on it:
-    one query. NotFound as ``get_stream``. ``unless_busy``: None at once when another
-    transaction holds the row (a worker landing the stream, another request), rather than a
-    wait for it (PostgreSQL's SKIP LOCKED; SQLite's one writer never finds a row held)."""
+def _insert_opened(operation: Operation, opening: Opening, outcome: dict | None = None) -> None:
+    """Insert a one-call landing's rows as they stand (queued, failed, or done with ``outcome``):
+    the proposal first, then its operation (a done one's outcome names the proposal; its own id
+    is added on read, ``Operation.outcome_document``), then revision 1 (its outcome names both)."""
+    proposal = opening.insert_proposal()
+    operation.proposal = proposal
+    if outcome is not None:
+        operation.outcome = {**outcome, "proposal": proposal.pk}
+    _INSERT_OPERATION.run(operation)
+    if outcome is not None:
+        opening.revision.outcome = operation.outcome_document()
+    opening.insert_revision()
+
+
+def lock_stream(repository: str, name: str, *, unless_busy: bool = False) -> Held | None:
+    """The stream ``name`` of the repository named ``repository``, its row locked until the
+    transaction ends (the landing's lock), with its repository as it is now (the request reads
+    it nowhere else) and whether operations are queued on it: one query. NotFound as
+    ``find_stream`` (the repository's, or the stream's). ``unless_busy``: None at once when
+    another transaction holds the row (a worker landing the stream, another request), rather
+    than a wait for it (PostgreSQL's SKIP LOCKED; SQLite's one writer never finds a row held)."""
     query = _LOCKED_BY_NAME_UNLESS_BUSY if unless_busy else _LOCKED_BY_NAME
-    using, rows = query.all(repository.pk, name, model=Stream, limit=1) if "\x00" not in name else ("", [])
+    queryable = "\x00" not in repository and "\x00" not in name
+    using, rows = query.all(repository, name, model=Stream, limit=1) if queryable else ("", [])
     if not rows:
-        get_stream(repository, name)  # raises the one NotFound
+        find_stream(repository, name)  # raises the one NotFound
         if unless_busy:
             return None
-        raise NotFound(f"no stream named {name!r} in {repository.name}")  # (deleted meanwhile)
+        raise NotFound(f"no stream named {name!r} in {repository}")  # (deleted meanwhile)
     stream = instance(Stream, using, rows[0])
     stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
     return Held(stream, bool(rows[0][-1]))
@@ -252,7 +292,7 @@ def land_stream(stream_id: int, held: Held | None = None) -> int:
             if transaction.get_connection().in_atomic_block:
                 after_commit(LAND_STREAM, stream_id)
             if held is not None:
-                append_all(held.stream.repository, held.take_events())
+                held.write_pending()
             return 0
         _landing_now[stream_id] = False
     landed = 0
@@ -319,7 +359,7 @@ def _land_batch(stream_id: int, held: Held | None = None) -> tuple[int, bool]:
             return _land_once(stream_id, config["LANDING_BATCH"], held)
         except _LostRace as lost:
             if held is not None:  # (cannot happen under the caller's lock) the queue as read
-                append_all(held.stream.repository, held.take_events())
+                held.write_pending()
                 held = None
             first_operation = lost.args[0]
             if attempt < attempts:
@@ -351,12 +391,12 @@ def _locked_by_name(*, skip_locked: bool) -> Rows:
     return Rows(
         lambda repository, name: (
             Stream.objects.select_for_update(of=("self",), no_key=True, skip_locked=skip_locked)
-            .filter(repository=repository, name=name)
+            .filter(repository__name=repository, name=name)
             .order_by()
             .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
             .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
         ),
-        int,
+        str,
         str,
         write=True,
     )
@@ -445,7 +485,7 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
     caller's lock). Otherwise the caller's event is written and the landing is every landing.
     """
     if held is not None and not _holds_the_queue(held):
-        append_all(held.stream.repository, held.take_events())
+        held.write_pending()
         held = None
     with transaction.atomic() if held is None else contextlib.nullcontext():
         stream = _locked_stream(stream_id) if held is None else held.stream
@@ -454,6 +494,10 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
         repository = stream.repository
         policy = policies.policy_of(repository)
         gated = _gated(policy, stream.name)
+        if held is not None and not (held.fast_forward and policy is None):
+            # Its rows written first, as a queued operation's: a merge's message names the
+            # proposal's id, and a policy judges the proposal as it is stored (its reviews).
+            held.write_rows()
         operations = _queued(stream, batch_size) if held is None or held.operation is None else [held.operation]
         if not operations:
             return 0, False
@@ -546,8 +590,8 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
             record = None if decision is None else _landed_by(decision, verdict, integration)
             move = moves.get(operation.pk)
             paths = None if move is None else paths_between(store, *move)
-            revision = held.revision if held is not None and operation is held.operation else None
-            events += _record(stream, store, operation, integration, error, paths, record, revision)
+            opening = held.opening if held is not None and operation is held.operation else None
+            events += _record(stream, store, operation, integration, error, paths, record, opening)
         # The caller's event first (written before the landing, it would have come first).
         append_all(repository, (held.take_events() if held is not None else []) + events)
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
@@ -707,25 +751,31 @@ def _record(
     error: EngineError | ApiError | None,
     paths: dict | None,
     decision: dict | None = None,
-    revision: ProposalRevision | None = None,
+    opening: Opening | None = None,
 ) -> list[tuple[str, dict]]:
     """Write one operation's outcome and its proposal's (and latest revision's) new state (in
     the landing transaction); its events, for the landing to write with the others. The event
     carries what a subscriber acts on without asking again: the stream, proposal, outcome,
     head, changeset, changed paths, who proposed it and the policy decision it landed by.
-    ``revision``: the proposal's latest, when the landing holds it (else it is read)."""
+    ``opening``: the proposal and revision 1 a one-call landing holds (the revision is not read);
+    not written yet, they are inserted with the operation in their final state, and their
+    ``proposal.opened`` event comes first (docs/adr/0024)."""
     proposal = operation.proposal
     now = timezone.now()
     operation.attempts += 1  # in the row: one more than it has (the update adds it)
     operation.finished = now
+    fresh = opening is not None and not opening.written
     if integration is None:
         operation.state = Operation.State.FAILED
         failure = error if isinstance(error, ApiError) else from_engine(error)  # type: ignore[arg-type]
         operation.error = failure.as_dict()["error"]
-        _FAIL_OPERATION.run(operation.state, operation.error, now, operation.pk)
-        return []
-    if revision is None:
-        revision = _latest_revision(proposal)
+        if not fresh:
+            _FAIL_OPERATION.run(operation.state, operation.error, now, operation.pk)
+            return []
+        assert opening is not None
+        _insert_opened(operation, opening)
+        return [opening.event()]
+    revision = opening.revision if opening is not None else _latest_revision(proposal)
     outcome = outcome_document(integration)
     if revision is not None and revision.kind == ProposalRevision.Kind.RESOLVED:
         if integration.outcome == Outcome.FAST_FORWARD:
@@ -735,11 +785,13 @@ def _record(
     if integration.resolved and integration.changeset is not None:
         _record_rule_merge(stream, store, proposal, integration)
     operation.state = Operation.State.DONE
-    operation.outcome = {**outcome, "operation": operation.pk, "proposal": proposal.pk}
-    _FINISH_OPERATION.run(operation.state, operation.outcome, now, operation.pk)
-    if revision is not None:
-        revision.outcome = operation.outcome
-        _RECORD_REVISION.run(revision.outcome, revision.pk)
+    if not fresh:
+        # Stored without the operation's own id, as every operation's (added on read).
+        operation.outcome = {**outcome, "proposal": proposal.pk}
+        _FINISH_OPERATION.run(operation.state, operation.outcome, now, operation.pk)
+        if revision is not None:
+            revision.outcome = operation.outcome_document()
+            _RECORD_REVISION.run(revision.outcome, revision.pk)
     conflicted = integration.outcome == Outcome.CONFLICT
     proposal.state = Proposal.State.CONFLICTED if conflicted else Proposal.State.INTEGRATED
     proposal.outcome = integration.outcome.value
@@ -748,22 +800,28 @@ def _record(
     proposal.conflicts = outcome["conflicts"]
     proposal.decision = decision
     proposal.updated = now
-    _RECORD_PROPOSAL.run(
-        proposal.state,
-        proposal.outcome,
-        proposal.result_changeset,
-        proposal.result_head,
-        proposal.conflicts,
-        proposal.decision,
-        proposal.updated,
-        proposal.pk,
-    )
+    opened: list[tuple[str, dict]] = []
+    if fresh:
+        assert opening is not None
+        _insert_opened(operation, opening, outcome)
+        opened.append(opening.event())
+    else:
+        _RECORD_PROPOSAL.run(
+            proposal.state,
+            proposal.outcome,
+            proposal.result_changeset,
+            proposal.result_head,
+            proposal.conflicts,
+            proposal.decision,
+            proposal.updated,
+            proposal.pk,
+        )
     about = {"stream": stream.name, "proposal": proposal.pk, "author": author(proposal.author)}
     if decision is not None:
         about["decision"] = decision
     if conflicted:
         payload = {**about, "outcome": integration.outcome.value, "conflicts": outcome["conflicts"]}
-        return [(PROPOSAL_CONFLICT, payload)]
+        return [*opened, (PROPOSAL_CONFLICT, payload)]
     payload = {
         **about,
         "outcome": integration.outcome.value,
@@ -772,8 +830,9 @@ def _record(
         **(paths or changed_paths([])),
     }
     if decision is not None and decision["bypass"] is not None:
-        return [(STREAM_INTEGRATE, payload), policies.bypass_event(stream.name, proposal.pk, decision["bypass"])]
-    return [(STREAM_INTEGRATE, payload)]
+        bypass = policies.bypass_event(stream.name, proposal.pk, decision["bypass"])
+        return [*opened, (STREAM_INTEGRATE, payload), bypass]
+    return [*opened, (STREAM_INTEGRATE, payload)]
 
 
 class NotFastForward(Exception):
@@ -831,10 +890,7 @@ def push_fast_forward(
             state=Operation.State.DONE,
             attempts=1,
             finished=now,
-            outcome={**outcome, "operation": None, "proposal": proposal.pk},
-        )
-        Operation.objects.filter(pk=operation.pk).update(
-            outcome={**outcome, "operation": operation.pk, "proposal": proposal.pk}
+            outcome={**outcome, "proposal": proposal.pk},  # its own id is added on read
         )
         payload = {
             "stream": locked.name,
@@ -849,7 +905,7 @@ def push_fast_forward(
             after_commit(DERIVE_MISSING)
     # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
     transaction.on_commit(lambda: refmirror.follow_landing(repository, locked.name, [(proposal.pk, new)]))
-    return {**outcome, "operation": operation.pk, "proposal": proposal.pk}
+    return operation.outcome_document()
 
 
 def outcome_document(integration: Integration) -> dict:

@@ -6,11 +6,12 @@ integration goes through the landing queue like every other. The caller waits fo
 operation as the integrate endpoint does.
 
 The transaction takes the landing's lock of the stream first (its read of the head is the
-landing's) and lands in the same transaction, handed what the request wrote for it rather than
-reading it back (``integration.Held``; docs/adr/0022). Without workers always; with workers
-when the stream's row is free, nothing is queued on it and it requires no checks
-(docs/adr/0026). Otherwise the operation waits in the queue and a worker lands it after the
-commit.
+landing's, the repository read with it) and lands in the same transaction, handed what the
+request wrote for it rather than reading it back (``integration.Held``); when it fast-forwards
+it writes the proposal, its revision and its operation once, landed (docs/adr/0022, 0024).
+Without workers always; with workers when the stream's row is free, nothing is queued on it
+and it requires no checks (docs/adr/0026). Otherwise the operation waits in the queue and a
+worker lands it after the commit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals
 from .credentials import require_stream
 from .dispatch import jobs_run_in_process
-from .repositories import get_stream
+from .opening import Opening
+from .repositories import get_repository, get_stream
 
 #: ``parent`` when the request has none: the stream's head.
 STREAM_HEAD = object()
@@ -39,7 +41,7 @@ class Landing(NamedTuple):
 
 
 def land(
-    repository: Repository,
+    repository: Repository | str,
     stream: str,
     *,
     parent: object = STREAM_HEAD,
@@ -50,7 +52,10 @@ def land(
 ) -> Landing:
     """Write the changeset (on ``parent``, by default the stream's head), propose it on
     ``stream`` and queue its integration; nothing is written if any step is refused. Without
-    workers the operation comes back landed (done or failed), unless it waits in the queue."""
+    workers the operation comes back landed (done or failed), unless it waits in the queue.
+
+    ``repository``: the repository, or its name (the land view's: without workers it is read
+    with the stream's locked row; NotFound as ``get_repository``)."""
     require_stream(credential, stream)  # before the changeset's objects are written, not after
     given: str | None = None
     if parent is not STREAM_HEAD:
@@ -65,14 +70,19 @@ def land(
     workers = not jobs_run_in_process()
     with transaction.atomic():
         # The stream's row is locked first, so the head read here is the one the landing below
-        # lands on, and nothing can queue before this request's operation. With workers, only
-        # if no one holds it now, and the request lands here only what it alone queues on a
-        # stream without checks: it never waits for another landing, it queues behind it.
-        locked = integration.lock_stream(repository, stream, unless_busy=workers)
+        # lands on, and nothing can queue before this request's operation; the repository is
+        # read with it. With workers, only if no one holds it now, and the request lands here
+        # only what it alone queues on a stream without checks: it never waits for another
+        # landing, it queues behind it.
+        locked = integration.lock_stream(_name(repository), stream, unless_busy=workers)
         held = locked if locked is not None and (not workers or integration.may_land_held(locked)) else None
-        target = locked.stream if locked is not None else get_stream(repository, stream)
+        if locked is not None:
+            target, found = locked.stream, locked.stream.repository
+        else:  # another transaction lands the stream now: read, not locked
+            found = get_repository(repository) if isinstance(repository, str) else repository
+            target = get_stream(found, stream)
         changeset = content.create_changeset(
-            repository,
+            found,
             parent=target.head if parent is STREAM_HEAD else given,
             operations=operations,
             message=message,
@@ -80,17 +90,21 @@ def land(
             credential=credential,
         )
         title = (message.strip().splitlines() or [""])[0][:_TITLE_LENGTH]
-        # A changeset just recorded: the ref mirror protects it already.
-        opened = proposals.open_on(
-            repository, target, changeset.commit_id, title, credential, recorded=True, announce=held is None
-        )
-        operation = integration.queue_opened(opened.proposal, enqueue=held is None)
-        operation.repository, operation.stream = repository, target
-        if held is not None:
-            # Land in this transaction, so the changeset, the proposal and their landing are
-            # one commit (one fsync of the database, not two; with workers, no round trip
-            # through the broker either), as a worker would land it right after ours committed
-            # (docs/adr/0015, 0026); the landing writes the proposal's event with its own.
-            held.operation, held.revision, held.events = operation, opened.revision, [opened.event]
-            integration.land_stream(target.pk, held)
-    return Landing(changeset, opened.proposal, operation)
+        if held is None:
+            # A changeset just recorded: the ref mirror protects it already.
+            proposal = proposals.open_on(found, target, changeset.commit_id, title, credential, recorded=True)
+            return Landing(changeset, proposal, integration.queue_opened(proposal))
+        # Land in this transaction, so the changeset, the proposal and their landing are one
+        # commit (one fsync of the database, not two; with workers, no round trip through the
+        # broker either), as a worker would land it right after ours committed (docs/adr/0015,
+        # 0026). Nothing of the proposal is written yet: the landing writes it, its revision and
+        # its operation, in their final state when it lands them at once (docs/adr/0024).
+        opening = Opening.of(found, target, changeset.commit_id, title, credential)
+        held.operation, held.opening = integration.new_operation(opening.proposal), opening
+        held.fast_forward = target.head is None or target.head in changeset.parents
+        integration.land_stream(target.pk, held)
+    return Landing(changeset, opening.proposal, held.operation)
+
+
+def _name(repository: Repository | str) -> str:
+    return repository if isinstance(repository, str) else repository.name

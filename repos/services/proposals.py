@@ -10,19 +10,18 @@ latest revision; each revision keeps the outcome of its own integration.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from django.db import transaction
 
 from engine.conflicts import ConflictDetail, conflict_package
 
 from ..errors import Invalid, NotFound, WrongState
-from ..lookups import Insert, Lookup
+from ..lookups import Lookup
 from ..models import Credential, Proposal, ProposalRevision, Repository, Stream
 from . import refmirror
 from .credentials import require_proposal_stream, require_stream
-from .events import PROPOSAL_CLOSED, PROPOSAL_OPENED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event, author
+from .events import PROPOSAL_CLOSED, PROPOSAL_REOPENED, PROPOSAL_REVISED, append_event
 from .integration import resolver_rules
+from .opening import Opening
 from .repositories import get_stream, resolve_rev
 from .stores import store_for
 
@@ -38,16 +37,7 @@ def open_proposal(
     if not isinstance(title, str) or len(title) > 300:
         raise Invalid("title is a string of at most 300 characters")
     target = get_stream(repository, stream)
-    return open_on(repository, target, resolve_rev(repository, head), title, credential).proposal
-
-
-class Opened(NamedTuple):
-    proposal: Proposal
-    #: Its revision 1.
-    revision: ProposalRevision
-    #: Its ``proposal.opened`` event, as ``(kind, payload)``: written by :func:`open_on` unless
-    #: the caller writes it with its own (a one-call landing: both events in two statements).
-    event: tuple[str, dict]
+    return open_on(repository, target, resolve_rev(repository, head), title, credential)
 
 
 def open_on(
@@ -58,32 +48,21 @@ def open_on(
     credential: Credential | None,
     *,
     recorded: bool = False,
-    announce: bool = True,
-) -> Opened:
+) -> Proposal:
     """Open a proposal on the stream ``target`` for the changeset ``head_id`` (both already
-    looked up: a landing has them at hand). No savepoint of its own: nothing here is caught, so
-    a failure rolls back the caller's transaction whole. ``recorded``: the caller knows
-    ``head_id`` is a recorded changeset (it just recorded it), which the ref mirror protects
-    already. ``announce=False``: the caller writes the returned event itself, in this transaction."""
+    looked up). No savepoint of its own: nothing here is caught, so a failure rolls back the
+    caller's transaction whole. ``recorded``: the caller knows ``head_id`` is a recorded
+    changeset (it just recorded it), which the ref mirror protects already."""
+    opening = Opening.of(repository, target, head_id, title, credential)
     with transaction.atomic(savepoint=False):
-        proposal = _INSERT_PROPOSAL.run(
-            Proposal(repository=repository, stream=target, head=head_id, title=title, author=credential)
-        )
-        revision = _INSERT_REVISION.run(
-            ProposalRevision(
-                proposal=proposal, number=1, head=head_id, kind=ProposalRevision.Kind.OPENED, author=credential
-            )
-        )
+        opening.insert_proposal()
+        opening.insert_revision()
         if not recorded:
-            refmirror.protect_proposal(repository, proposal.pk, head_id)  # before the row commits
-        payload = {"proposal": proposal.pk, "stream": target.name, "head": head_id, "author": author(credential)}
-        if announce:
-            append_event(repository, PROPOSAL_OPENED, payload)
-    return Opened(proposal, revision, (PROPOSAL_OPENED, payload))
+            refmirror.protect_proposal(repository, opening.proposal.pk, head_id)  # before the row commits
+        append_event(repository, *opening.event())
+    return opening.proposal
 
 
-_INSERT_PROPOSAL = Insert(Proposal)
-_INSERT_REVISION = Insert(ProposalRevision)
 _BY_ID = Lookup(Proposal, "repository", "id")
 
 

@@ -87,6 +87,15 @@ def test_a_refused_landing_leaves_nothing_behind(api):
     )
 
 
+def test_landing_in_an_unknown_repository_is_not_found_whatever_the_body(api):
+    good = {"message": "x", "operations": [{"op": "write", "path": "a", "content": "a"}]}
+    bad = {"message": "x", "operations": [], "head": "main"}
+    for body in (good, bad):
+        response = api.client.post("/api/v1/repos/nope/streams/main/land", body, format="json")
+        assert response.status_code == 404 and response.json()["error"]["message"] == "no repository named 'nope'"
+    assert Changeset.objects.count() == 0
+
+
 def test_landing_needs_both_write_and_integrate(api, client_for):
     body = {"message": "x", "operations": [{"op": "write", "path": "a", "content": "a"}]}
     for scopes in (["read", "write"], ["read", "integrate"]):
@@ -200,6 +209,7 @@ def test_a_landing_reads_back_as_it_answered_and_announces_the_proposal_first(ap
     # Then the operation, the proposal's revision and the events say what the answer said
     operation = api.get(f"/operations/{answer['operation']}").json()
     assert operation["state"] == "done" and operation["attempts"] == 1 and operation["outcome"] == answer
+    assert operation["created"] <= operation["finished"]
     proposal = api.get(f"/proposals/{answer['proposal']}").json()
     assert proposal["state"] == "integrated" and proposal["outcome"] == "fast_forward"
     (revision,) = api.get(f"/proposals/{answer['proposal']}/revisions").json()["revisions"]
@@ -230,3 +240,31 @@ def test_a_landing_behind_a_queued_operation_lands_after_it(api):
         ("stream.integrate", queued),
         ("stream.integrate", answer["proposal"]),
     ]
+
+
+def test_a_landing_that_merges_names_its_proposal_and_reads_back_as_it_answered(api):
+    # Given a stream moved on since the changeset's parent
+    base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]}).json()
+    land(api, {"message": "b", "operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]})
+    seq = Event.objects.order_by("-seq").values_list("seq", flat=True).first()
+
+    # When a change on the old head lands in one call
+    stale = {
+        "parent": base["changeset"],
+        "message": "c",
+        "operations": [{"op": "write", "path": "c.txt", "content": "c"}],
+    }
+    answer = land(api, stale).json()
+
+    # Then the merge names the proposal, and its records and events say what the answer said
+    assert answer["outcome"] == "merge"
+    merge = api.get(f"/changesets/{answer['stream_head']}").json()
+    assert merge["message"] == f"Integrate proposal {answer['proposal']} into main\n"
+    operation = api.get(f"/operations/{answer['operation']}").json()
+    assert operation["outcome"] == {k: v for k, v in answer.items() if k != "changeset"} | {
+        "changeset": answer["stream_head"]
+    }
+    (revision,) = api.get(f"/proposals/{answer['proposal']}/revisions").json()["revisions"]
+    assert revision["outcome"] == operation["outcome"]
+    events = list(Event.objects.filter(seq__gt=seq).order_by("seq").values_list("kind", "payload__proposal"))
+    assert events == [("proposal.opened", answer["proposal"]), ("stream.integrate", answer["proposal"])]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('repos', '0013_upkeep_marks'),
+        ('repos', '0014_event_seq_trigger'),
     ]
 
     operations = [
