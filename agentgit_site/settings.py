@@ -95,10 +95,10 @@ AGENTGIT: dict[str, Any] = {
     # Plain GETs of a repository, stream, changeset, proposal or operation answered before
     # Django's request cycle (repos/api/hot.py; the same answers). Env: AGENTGIT_HOT_READS.
     "HOT_READS": _env_bool("AGENTGIT_HOT_READS", True),
-    # Threads per server process answering them. Each takes the GIL from the event loop: on
-    # SQLite, whose reads never wait on a network, one served the most (docs/adr/0013); a
-    # database over the network leaves a thread waiting on each query. Env: AGENTGIT_HOT_READ_THREADS.
-    "HOT_READ_THREADS": _env_int("AGENTGIT_HOT_READ_THREADS", 4 if os.environ.get("DATABASE_URL") else 1),
+    # Threads per server process answering them; 0: on the event loop, with no hop (SQLite's
+    # default: its reads never wait on a network; docs/adr/0025). A database over the network
+    # leaves a thread waiting on each query. Env: AGENTGIT_HOT_READ_THREADS.
+    "HOT_READ_THREADS": _env_int("AGENTGIT_HOT_READ_THREADS", 4 if os.environ.get("DATABASE_URL") else 0),
     # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
     "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
     # Maintenance (repos.services.maintenance) repacks a repository with at least this many
