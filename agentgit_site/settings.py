@@ -95,10 +95,10 @@ AGENTGIT: dict[str, Any] = {
     # Plain GETs of a repository, stream, changeset, proposal or operation answered before
     # Django's request cycle (repos/api/hot.py; the same answers). Env: AGENTGIT_HOT_READS.
     "HOT_READS": _env_bool("AGENTGIT_HOT_READS", True),
-    # Threads per server process answering them; 0: on the event loop, with no hop (SQLite's
-    # default: its reads never wait on a network; docs/adr/0025). A database over the network
-    # leaves a thread waiting on each query. Env: AGENTGIT_HOT_READ_THREADS.
-    "HOT_READ_THREADS": _env_int("AGENTGIT_HOT_READ_THREADS", 4 if os.environ.get("DATABASE_URL") else 0),
+    # Threads per server process answering them. Each takes the GIL from the event loop: on
+    # SQLite, whose reads never wait on a network, one served the most (docs/adr/0013); a
+    # database over the network leaves a thread waiting on each query. Env: AGENTGIT_HOT_READ_THREADS.
+    "HOT_READ_THREADS": _env_int("AGENTGIT_HOT_READ_THREADS", 4 if os.environ.get("DATABASE_URL") else 1),
     # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
     "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
     # Maintenance (repos.services.maintenance) repacks a repository with at least this many
@@ -108,6 +108,10 @@ AGENTGIT: dict[str, Any] = {
     # Every write of objects is a pack; once a repository holds this many, the write asks for git's
     # geometric repack of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
     "ROLL_UP_PACKS": _env_int("AGENTGIT_ROLL_UP_PACKS", 16),
+    # A pack written in a transaction and at most this big is kept in the database's commit
+    # instead of fsyncing its file (docs/adr/0023); 0 fsyncs every pack. Env:
+    # AGENTGIT_JOURNAL_PACK_BYTES.
+    "JOURNAL_PACK_BYTES": _env_int("AGENTGIT_JOURNAL_PACK_BYTES", 1024 * 1024),
     # The event feeds: events a subscriber may have waiting unsent before it is dropped as too
     # far behind (docs/adr/0011). Env: AGENTGIT_EVENT_BUFFER.
     "EVENT_BUFFER": _env_int("AGENTGIT_EVENT_BUFFER", 1000),

@@ -166,21 +166,15 @@ class HotReads:
 
     def __init__(self, app) -> None:
         self.app = app
-        # The reads are blocking database calls. On a database over the network, one hop to a
-        # thread of the lane and back (where Django's cycle takes one hop as well), so that a
-        # query's wait does not stall the event loop; few threads: more only fight the event
-        # loop for the GIL. With 0 (SQLite's default: a read never waits on a network), on the
-        # event loop itself: the hop cost a third of a read's CPU (docs/adr/0025).
-        count = settings.AGENTGIT["HOT_READ_THREADS"]
-        self._threads = ReadThreads(count) if count > 0 else None
+        # The reads are blocking database calls (Django refuses them on the event loop): one
+        # hop to a thread of the lane and back, where Django's cycle takes one hop as well. Few
+        # threads: more of them only fight the event loop for the GIL (settings.py).
+        self._threads = ReadThreads(max(1, settings.AGENTGIT["HOT_READ_THREADS"]))
 
     async def __call__(self, scope, receive, send) -> None:
         target = _plain_target(scope)
         if target is not None:
-            if self._threads is None:
-                body = _outside_the_loop(_answer, scope, target)
-            else:
-                body = await self._threads.run(_answer, scope, target)
+            body = await self._threads.run(_answer, scope, target)
             if body is not None:
                 headers = [*target.headers, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -225,23 +219,6 @@ class ReadThreads:
                 outcome = (None, error)
             with contextlib.suppress(RuntimeError):  # the loop closed: the server is stopping
                 loop.call_soon_threadsafe(_settle, future, *outcome)
-
-
-def _outside_the_loop(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` on the event loop's thread, as if no loop ran there.
-
-    Django refuses its ORM where a loop runs (``SynchronousOnlyOperation``) and, there, keeps a
-    database connection per asyncio task (asgiref's ``Local``): a new SQLite connection for
-    every request, which is what made an earlier try of reads on the loop no cheaper
-    (docs/adr/0019). With the loop hidden for the call, which awaits nothing, the thread's one
-    connection serves every read, as the lane's threads keep theirs.
-    """
-    loop = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(None)
-    try:
-        return function(*args)
-    finally:
-        asyncio.events._set_running_loop(loop)
 
 
 def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:

@@ -7,14 +7,12 @@ header. Which lane answered is counted at Django's handler.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
-from django.db.backends.signals import connection_created
 
 from agentgit_site.handler import SingleHopASGIHandler
 from repos.services import credentials, metrics
@@ -211,35 +209,3 @@ def test_a_hot_read_is_logged_and_counted_under_its_route(settings, through_djan
     assert [(line["route"], line["status"], line["credential"]) for line in logged] == [
         ("api/v1/repos/<str:repo>/streams/<path:stream>", 200, credential.pk)
     ]
-
-
-@pytest.mark.django_db(transaction=True)
-def test_reads_on_the_event_loop_keep_one_database_connection(settings, through_django, demo):
-    from agentgit_site.asgi import application
-
-    token = CredentialFactory(scopes=["read"]).token
-    opened: list[object] = []
-
-    def count(connection, **_signal) -> None:
-        opened.append(connection)
-
-    async def read_four_times() -> list[int]:
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
-
-            def read() -> asyncio.Task:  # each request its own task, as uvicorn serves them
-                return asyncio.create_task(http.get("/api/v1/repos/demo/streams/main", headers=bearer(token)))
-
-            first = await read()
-            connection_created.connect(count)
-            try:
-                rest = [await read() for _ in range(3)]
-            finally:
-                connection_created.disconnect(count)
-        return [answer.status_code for answer in (first, *rest)]
-
-    assert settings.AGENTGIT["HOT_READ_THREADS"] == 0  # SQLite's default: no thread hop
-
-    assert async_to_sync(read_four_times)() == [200] * 4
-    assert through_django == []  # the lane answered all four
-    assert opened == []  # not a connection per request (each asyncio task would have its own)
