@@ -71,14 +71,22 @@ _DIRECTORY = Path(settings.AGENTGIT["METRICS_DIR"])
 _DIRECTORY.mkdir(parents=True, exist_ok=True)
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_DIRECTORY)
 _HOST = "".join(c if c.isalnum() or c in ".-" else "-" for c in socket.gethostname()) or "host"
-_identity = [0, ""]  # pid, identifier: computed again only after a fork
+
+
+def _identify() -> None:
+    global _identity
+    _identity = f"{_HOST}-{os.getpid()}"
+
+
+# prometheus-client asks for the identifier on every increment (3 a request) to notice a fork:
+# made once, and again in a forked child, rather than from os.getpid() on each (docs/adr/0025).
+_identity = ""
+_identify()
+os.register_at_fork(after_in_child=_identify)
 
 
 def _process_identifier() -> str:
-    pid = os.getpid()
-    if _identity[0] != pid:
-        _identity[:] = [pid, f"{_HOST}-{pid}"]
-    return str(_identity[1])
+    return _identity
 
 
 values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)

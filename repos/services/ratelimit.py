@@ -128,24 +128,46 @@ class FileBuckets:
     PROBES = 32
     _SLOT = struct.Struct("<16sddd")  # key, tokens, at, full_at
     _EMPTY = bytes(16)
+    #: A bucket holding at least this many tokens lends a process a few at once (a lease), so
+    #: that a busy credential's requests take the ``flock`` once per lease, not each: with
+    #: several processes on few cores, a process preempted while holding it stalled every other
+    #: one (docs/adr/0025). Below it (every small burst, any bucket near empty), one at a time.
+    LEASE_FROM = 256
+    #: At most this many tokens a lease, and at most 1/LEASE_SHARE of what the bucket holds.
+    LEASE_MAX, LEASE_SHARE = 16, 16
+    #: A lease's tokens are spent within this; what is left goes back to the bucket.
+    LEASE_SECONDS = 0.05
 
     def __init__(self, path: Path) -> None:
         self._fd, self._map = map_shared(path, self.SLOTS * self._SLOT.size)  # zeros: every slot empty
         # flock excludes other processes; the threads of this one share its file description.
         self._threads = threading.Lock()
+        #: This process's leases: key → [tokens left, spendable until (monotonic), rate, burst].
+        self._leases: dict[bytes, list] = {}
 
     def take(self, key: str, rate: float, burst: int) -> float:
         """Seconds until a token is free (0: one was taken)."""
         wanted = bytes.fromhex(key)[:16].ljust(16, b"\0")
-        home = int.from_bytes(wanted[:8], "little") % self.SLOTS
         with self._threads:
+            lease = self._leases.get(wanted)
+            if lease is not None:
+                if lease[0] >= 1 and lease[1] > time.monotonic() and lease[2] == rate and lease[3] == burst:
+                    lease[0] -= 1
+                    return 0.0
+                del self._leases[wanted]
+            returned = lease[0] if lease is not None else 0  # spent or not, every token is counted
+            home = int.from_bytes(wanted[:8], "little") % self.SLOTS
             fcntl.flock(self._fd, fcntl.LOCK_EX)  # freed by the kernel if we die
             try:
-                return self._take(wanted, home, rate, burst)
+                wait, lent = self._take(wanted, home, rate, burst, returned)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+            if lent:
+                self._leases[wanted] = [lent, time.monotonic() + self.LEASE_SECONDS, rate, burst]
+            return wait
 
-    def _take(self, wanted: bytes, home: int, rate: float, burst: int) -> float:
+    def _take(self, wanted: bytes, home: int, rate: float, burst: int, returned: float = 0) -> tuple[float, int]:
+        """Seconds until a token is free (0: one was taken), and how many more were lent."""
         now = time.time()  # read under the lock, so updates are ordered by time
         table, slot_struct = self._map, self._SLOT
         free = None
@@ -164,14 +186,18 @@ class FileBuckets:
             raise BucketsFull(f"{self.PROBES} buckets in use around this one")
         if now > at:
             tokens = min(float(burst), tokens + (now - at) * rate)
-        wait = 0.0
+        tokens = min(float(burst), tokens + returned)
+        wait, lent = 0.0, 0
         if tokens >= 1:
             tokens -= 1
+            if tokens >= self.LEASE_FROM:
+                lent = min(self.LEASE_MAX, int(tokens // self.LEASE_SHARE))
+                tokens -= lent
         else:
             wait = (1 - tokens) / rate
         at = max(now, at)
         slot_struct.pack_into(table, free, wanted, tokens, at, at + (burst - tokens) / rate)
-        return wait
+        return wait, lent
 
 
 _store: RedisBuckets | FileBuckets | None = None

@@ -110,3 +110,38 @@ def test_the_file_shares_its_buckets_and_reuses_the_slots_of_full_ones(tmp_path,
         first.take(same_place[-1], 1.0, 1)
     now[0] += 1.0  # ...until those buckets are full again (1 token at 1/s)
     assert first.take(same_place[-1], 1.0, 1) == 0
+
+
+def test_a_busy_bucket_lends_tokens_to_a_process_and_no_token_is_lost_or_made(tmp_path, monkeypatch):
+    """A bucket holding many tokens lends each opening (process) a few at once, so most takes
+    skip the file's lock; still, two openings draining it admit exactly its burst, including
+    the tokens of a lease that expired unspent (given back). On a clock of the test's own."""
+    now = [1000.0]
+    clock = type("Clock", (), {"time": staticmethod(lambda: now[0]), "monotonic": staticmethod(lambda: now[0])})
+    monkeypatch.setattr(ratelimit, "time", clock)
+    locked: list[int] = []
+    real_flock = ratelimit.fcntl.flock
+
+    def counting_flock(fd: int, operation: int) -> None:
+        locked.append(operation)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(ratelimit.fcntl, "flock", counting_flock)
+    path = tmp_path / "b.buckets"
+    first, second = ratelimit.FileBuckets(path), ratelimit.FileBuckets(path)
+    key = uuid.uuid4().hex
+    rate, burst = 1e-6, 1000  # no refill to speak of
+
+    assert first.take(key, rate, burst) == 0  # and a lease for the next ones
+    now[0] += 1.0  # the lease expires unspent: its tokens go back with the next take
+    admitted = 1
+    refused = {first: False, second: False}
+    while not all(refused.values()):
+        for opening in (second, first):
+            if opening.take(key, rate, burst) == 0:
+                admitted += 1
+            else:
+                refused[opening] = True
+
+    assert admitted == burst
+    assert locked.count(ratelimit.fcntl.LOCK_EX) < burst / 3
