@@ -55,7 +55,7 @@ _RENDERER = JSONRenderer()
 class _Target:
     """A URL that resolves to a view with a ``read``: what answering it needs."""
 
-    __slots__ = ("read", "kwargs", "route", "scope", "headers")
+    __slots__ = ("read", "kwargs", "route", "scope", "headers", "kept")
 
     def __init__(self, view_class: Any, kwargs: dict[str, Any], route: str) -> None:
         self.read = view_class.read
@@ -63,6 +63,8 @@ class _Target:
         self.route = route
         self.scope = required_scope("GET", view_class)
         self.headers = _headers_of(view_class)
+        #: ``(connection, data_version, body)`` of the last answer kept (see :func:`_body`).
+        self.kept: tuple[Any, int, bytes] | None = None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -132,11 +134,20 @@ def _host_allowed(host: bytes | None) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
+@functools.cache
+def _keeping() -> bool:
+    """Whether answers are kept while the database is unchanged (:func:`_database_version`)."""
+    return bool(settings.AGENTGIT["HOT_READ_CACHE"])
+
+
 @receiver(setting_changed)
 def _settings_changed(**_signal: Any) -> None:
-    """Settings changed (tests override them): decide again."""
+    """Settings changed (tests override them): decide again, and keep no answer rendered under
+    the old ones (a time zone changes how a datetime reads)."""
     _enabled.cache_clear()
     _host_allowed.cache_clear()
+    _keeping.cache_clear()
+    _target.cache_clear()
 
 
 def _plain_target(scope: dict) -> _Target | None:
@@ -242,13 +253,56 @@ def _answer(scope: dict, target: _Target) -> bytes | None:
         admission: Admission = scope[SCOPE_KEY]
         try:
             credential = admit(admission, target.scope, target.kwargs)  # as the view's permission check does
-            data = target.read(**target.kwargs)
+            body = _body(target)
         except Exception:  # an API error or anything else: Django answers it, from its one table
             return None
     finally:
         _close_doubtful_connections()
     note(scope, route=target.route, credential=credential)
-    return _RENDERER.render(data)
+    return body
+
+
+def _body(target: _Target) -> bytes:
+    """The rendered answer of the target's ``read``: the one this thread's connection rendered
+    last, while the database has not changed since (:func:`_database_version`); else read now.
+
+    Admission has run already: what is kept is the resource, never who may read it. A read's
+    answer is a function of rows only (no credential, no clock), so an unchanged database
+    answers the same bytes.
+    """
+    version = _database_version()
+    kept = target.kept
+    if version is not None and kept is not None and kept[0] is version[0] and kept[1] == version[1]:
+        return kept[2]
+    body = _RENDERER.render(target.read(**target.kwargs))
+    if version is not None:
+        target.kept = (*version, body)  # one tuple, swapped whole: other threads see old or new
+    return body
+
+
+def _database_version() -> tuple[Any, int] | None:
+    """This thread's SQLite connection and its ``PRAGMA data_version``, read *before* the rows
+    (what is read after a commit is kept under the older version, which no later read matches);
+    None when answers are not kept.
+
+    SQLite changes ``data_version`` for every commit that another connection made to the
+    database file since the connection last asked, in this process or any other: a landing, a
+    deleted repository, a changed policy, whatever wrote, is seen by the very next read of every
+    process, with nothing to bump and nothing that can forget to. Its values are the
+    connection's own, so a kept answer names the connection it was read by, and this
+    connection's own commits (only a credential's ``last_used``: the lane writes nothing a read
+    answers) do not change it. Off for PostgreSQL (no such counter), an in-memory database
+    (connections sharing one cache see one another's commits without it changing), and by
+    ``AGENTGIT_HOT_READ_CACHE=0``.
+    """
+    connection = connections["default"]
+    if connection.vendor != "sqlite" or not _keeping():
+        return None
+    connection.ensure_connection()
+    if connection.is_in_memory_db() or connection.in_atomic_block:
+        return None
+    raw = connection.connection
+    return raw, raw.execute("PRAGMA data_version").fetchone()[0]
 
 
 def _close_doubtful_connections() -> None:
