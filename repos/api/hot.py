@@ -299,7 +299,7 @@ def _database_version() -> tuple[Any, int] | None:
     if connection.vendor != "sqlite" or not _keeping():
         return None
     connection.ensure_connection()
-    if connection.is_in_memory_db() or connection.in_atomic_block:
+    if connection.is_in_memory_db() or connection.in_atomic_block:  # type: ignore[attr-defined]  # SQLite's
         return None
     raw = connection.connection
     return raw, raw.execute("PRAGMA data_version").fetchone()[0]
