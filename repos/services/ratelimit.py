@@ -62,7 +62,7 @@ def take(credential: Credential) -> None:
     # The token hash, not the primary key: a key must never be reused by another credential.
     key = credential.token_hash[:32]
     try:
-        wait_s = _buckets().take(key, rate, burst)
+        wait_s = _buckets().take(key, rate, burst) or 0.0  # (None only without waiting)
     except Exception:  # the store is down: serve rather than refuse everyone
         logger.warning("rate limit store unavailable; request admitted", exc_info=True)
         return
@@ -72,6 +72,23 @@ def take(credential: Credential) -> None:
             f"this credential's rate limit ({rate:g} requests/s, burst {burst}) is used up; retry later",
             retry_after_ms=max(1, int(wait_s * 1000 + 0.999)),
         )
+
+
+def took_at_once(credential: Credential) -> bool:
+    """Whether a token was taken from the credential's bucket without waiting: a bucket in the
+    mapped file whose locks were free, with a token in it. False tells nothing (a refusal, a
+    lock held elsewhere, or Redis, which is a round trip): call :func:`take`, which decides and
+    counts. For a caller that must not wait (the event loop)."""
+    limits = limits_of(credential)
+    if limits is None:
+        return True
+    store = _buckets()
+    if not isinstance(store, FileBuckets):
+        return False
+    try:
+        return store.take(credential.token_hash[:32], *limits, wait=False) == 0
+    except Exception:  # the store is failing: take() says so, and lets the request through
+        return False
 
 
 # ---------------------------------------------------------------------------- bucket stores
@@ -134,16 +151,24 @@ class FileBuckets:
         # flock excludes other processes; the threads of this one share its file description.
         self._threads = threading.Lock()
 
-    def take(self, key: str, rate: float, burst: int) -> float:
-        """Seconds until a token is free (0: one was taken)."""
+    def take(self, key: str, rate: float, burst: int, *, wait: bool = True) -> float | None:
+        """Seconds until a token is free (0: one was taken); None, without ``wait``, when another
+        thread or process holds the table (nothing was taken)."""
         wanted = bytes.fromhex(key)[:16].ljust(16, b"\0")
         home = int.from_bytes(wanted[:8], "little") % self.SLOTS
-        with self._threads:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)  # freed by the kernel if we die
+        if not self._threads.acquire(blocking=wait):
+            return None
+        try:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed if we die
+            except BlockingIOError:
+                return None
             try:
                 return self._take(wanted, home, rate, burst)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
 
     def _take(self, wanted: bytes, home: int, rate: float, burst: int) -> float:
         now = time.time()  # read under the lock, so updates are ordered by time

@@ -16,6 +16,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from agentgit_site.handler import SingleHopASGIHandler
+from repos.api import hot
 from repos.services import credentials, metrics, repositories
 from tests.factories import CredentialFactory
 
@@ -227,25 +228,58 @@ def stream_reads(monkeypatch) -> list[tuple[str, str]]:
     return read
 
 
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The paths of the reads handed to the lane's thread (not answered on the event loop)."""
+    handed: list[str] = []
+    real = hot._answer
+
+    def counted(scope, target, version):
+        handed.append(scope["path"])
+        return real(scope, target, version)
+
+    monkeypatch.setattr(hot, "_answer", counted)
+    return handed
+
+
 @pytest.mark.django_db(transaction=True)
-def test_an_answer_is_kept_only_while_nothing_was_committed(through_django, demo, api, admin, stream_reads):
+def test_an_answer_is_kept_only_while_nothing_was_committed(through_django, demo, api, admin, stream_reads, hops):
     token = CredentialFactory(scopes=["read"]).token
     path = "/api/v1/repos/demo/streams/main"
+    assert asgi_get(path, bearer(token)).status_code == 200  # the token's first use writes its last_used
 
     first, again = (asgi_get(path, bearer(token)) for _ in range(2))
     assert first.status_code == again.status_code == 200 and first.content == again.content
-    assert len(stream_reads) == 1  # the second was the bytes kept: the database had not changed
+    assert len(stream_reads) == 2  # the third was the bytes kept: nothing had been committed
+    assert hops == [path] * 2  # and answered on the event loop
 
     api.land(api.write(first.json()["head"], {"README.md": "moved\n"}))
     moved = asgi_get(path, bearer(token))
     assert moved.json()["head"] == api.head() != first.json()["head"]  # the very next read sees the landing
-    assert len(stream_reads) == 2
+    assert len(stream_reads) == 3
 
     feature = "/api/v1/repos/demo/streams/feature/x"
-    assert asgi_get(feature, bearer(token)).status_code == 200  # kept
+    assert [asgi_get(feature, bearer(token)).status_code for _ in range(2)] == [200, 200]  # kept
     assert admin.delete(feature).status_code == 204
     assert asgi_get(feature, bearer(token)).status_code == 404
     assert through_django == [feature]  # the deletion was seen by the lane, which handed the 404 on
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_answer_is_given_only_to_an_admitted_request(through_django, demo, stream_reads):
+    reader = CredentialFactory(scopes=["read"], rate=0.001, burst=3)
+    elsewhere = CredentialFactory(scopes=["read"], repositories=["other"])
+    path = "/api/v1/repos/demo/streams/main"
+    assert [asgi_get(path, bearer(reader.token)).status_code for _ in range(3)] == [200] * 3  # kept
+    reads = len(stream_reads)
+
+    assert asgi_get(path, bearer(reader.token)).status_code == 429  # its bucket is empty
+    assert asgi_get(path, bearer(elsewhere.token)).status_code == 404  # held to another repository
+    assert asgi_get(path, {}).status_code == 401
+    assert through_django == [path] * 3
+    credentials.revoke_credential(reader)
+    assert asgi_get(path, bearer(reader.token)).status_code == 401
+    assert len(stream_reads) == reads  # none of them read the stream
 
 
 @pytest.mark.django_db(transaction=True)
