@@ -99,6 +99,10 @@ AGENTGIT: dict[str, Any] = {
     # SQLite, whose reads never wait on a network, one served the most (docs/adr/0013); a
     # database over the network leaves a thread waiting on each query. Env: AGENTGIT_HOT_READ_THREADS.
     "HOT_READ_THREADS": _env_int("AGENTGIT_HOT_READ_THREADS", 4 if os.environ.get("DATABASE_URL") else 1),
+    # On SQLite, the lane's answers kept while the database file has not changed (its
+    # ``data_version``, which every commit of every process changes; repos/api/hot.py,
+    # docs/adr/0027). Env: AGENTGIT_HOT_READ_CACHE.
+    "HOT_READ_CACHE": _env_bool("AGENTGIT_HOT_READ_CACHE", True),
     # Largest pack a git push may send (repos.git_http.push); past it the push is refused whole.
     "GIT_MAX_PUSH_BYTES": _env_int("AGENTGIT_GIT_MAX_PUSH_BYTES", 2 * 1024 * 1024 * 1024),
     # Maintenance (repos.services.maintenance) repacks a repository with at least this many

@@ -20,6 +20,11 @@ table and their one shape. A request handed on keeps its Admission, which authen
 charges the bucket and refuses at most once per request, so Django asking again costs no second
 lookup and no second token. tests/api/test_hot_reads.py holds both lanes to the same statuses,
 bodies and headers. ``AGENTGIT_HOT_READS=0`` turns the lane off.
+
+On SQLite a read's rendered answer is kept while the database is unchanged (``PRAGMA
+data_version``, docs/adr/0027); a request for a kept answer that is admitted without waiting
+(a credential kept in memory, a token from the mapped bucket) is answered on the event loop,
+without the hop to the lane's thread.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import contextlib
 import functools
 import os
 import queue
+import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +42,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import connections
+from django.db.backends.sqlite3.creation import DatabaseCreation
 from django.dispatch import receiver
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
@@ -44,6 +51,7 @@ from rest_framework.renderers import JSONRenderer
 
 from agentgit_site.observability import note
 from repos.services.admission import SCOPE_KEY, Admission
+from repos.services.credentials import reaches
 from repos.web.security import POLICY
 
 from .permissions import admit, required_scope
@@ -55,7 +63,7 @@ _RENDERER = JSONRenderer()
 class _Target:
     """A URL that resolves to a view with a ``read``: what answering it needs."""
 
-    __slots__ = ("read", "kwargs", "route", "scope", "headers")
+    __slots__ = ("read", "kwargs", "route", "scope", "headers", "kept")
 
     def __init__(self, view_class: Any, kwargs: dict[str, Any], route: str) -> None:
         self.read = view_class.read
@@ -63,6 +71,8 @@ class _Target:
         self.route = route
         self.scope = required_scope("GET", view_class)
         self.headers = _headers_of(view_class)
+        #: ``(watching connection, data_version, body)`` of the last answer kept (see :func:`_body`).
+        self.kept: tuple[sqlite3.Connection, int, bytes] | None = None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -132,11 +142,21 @@ def _host_allowed(host: bytes | None) -> bool:
     return bool(domain) and validate_host(domain, allowed)
 
 
+@functools.cache
+def _keeping() -> bool:
+    """Whether answers are kept while the database is unchanged (:func:`_database_version`)."""
+    return bool(settings.AGENTGIT["HOT_READ_CACHE"])
+
+
 @receiver(setting_changed)
 def _settings_changed(**_signal: Any) -> None:
-    """Settings changed (tests override them): decide again."""
+    """Settings changed (tests override them): decide again, and keep no answer rendered under
+    the old ones (a time zone changes how a datetime reads)."""
     _enabled.cache_clear()
     _host_allowed.cache_clear()
+    _keeping.cache_clear()
+    _watched_file.cache_clear()
+    _target.cache_clear()
 
 
 def _plain_target(scope: dict) -> _Target | None:
@@ -174,7 +194,10 @@ class HotReads:
     async def __call__(self, scope, receive, send) -> None:
         target = _plain_target(scope)
         if target is not None:
-            body = await self._threads.run(_answer, scope, target)
+            version = _database_version()
+            body = _kept_answer(scope, target, version)
+            if body is None:
+                body = await self._threads.run(_answer, scope, target, version)
             if body is not None:
                 headers = [*target.headers, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -230,7 +253,7 @@ def _settle(future: asyncio.Future, result: Any, error: BaseException | None) ->
         future.set_result(result)
 
 
-def _answer(scope: dict, target: _Target) -> bytes | None:
+def _answer(scope: dict, target: _Target, version: _Version | None) -> bytes | None:
     """The 200's body, or None when anything but a 200 would be the answer (Django gives it).
 
     Outside Django's ``request_started`` and ``request_finished``, which would close the
@@ -242,13 +265,98 @@ def _answer(scope: dict, target: _Target) -> bytes | None:
         admission: Admission = scope[SCOPE_KEY]
         try:
             credential = admit(admission, target.scope, target.kwargs)  # as the view's permission check does
-            data = target.read(**target.kwargs)
+            body = _body(target, version)
         except Exception:  # an API error or anything else: Django answers it, from its one table
             return None
     finally:
         _close_doubtful_connections()
     note(scope, route=target.route, credential=credential)
-    return _RENDERER.render(data)
+    return body
+
+
+def _kept_answer(scope: dict, target: _Target, version: _Version | None) -> bytes | None:
+    """On the event loop, without the hop: the kept body (:func:`_body`), if the database is
+    unchanged since it was read and the request is admitted without waiting (a credential kept
+    in memory with the scope, reaching the repository, a token from the mapped bucket:
+    ``Admission.admitted_at_once``). None: the lane's thread answers, admitting as always."""
+    kept = target.kept
+    if version is None or kept is None or kept[0] is not version[0] or kept[1] != version[1]:
+        return None
+    credential = scope[SCOPE_KEY].admitted_at_once(target.scope)
+    if credential is None:
+        return None
+    if "repo" in target.kwargs and not reaches(credential, target.kwargs["repo"]):
+        return None  # admitted and charged: the thread's admit() refuses it, not charging again
+    note(scope, route=target.route, credential=credential)
+    return kept[2]
+
+
+def _body(target: _Target, version: _Version | None) -> bytes:
+    """The rendered answer of the target's ``read``: the one kept, while the database has not
+    changed since it was read (:func:`_database_version`, read before this read's rows); else
+    read now, and kept under ``version``.
+
+    Admission has run already: what is kept is the resource, never who may read it. A read's
+    answer is a function of rows only (no credential, no clock), so an unchanged database
+    answers the same bytes.
+    """
+    kept = target.kept
+    if version is not None and kept is not None and kept[0] is version[0] and kept[1] == version[1]:
+        return kept[2]
+    body = _RENDERER.render(target.read(**target.kwargs))
+    if version is not None:
+        target.kept = (*version, body)  # one tuple, swapped whole: other threads see old or new
+    return body
+
+
+#: A watching connection and its ``data_version``.
+_Version = tuple[sqlite3.Connection, int]
+
+
+class _Watcher:
+    """The process's watching connection (one event loop a process; a lock for the others)."""
+
+    lock = threading.Lock()
+    connection: sqlite3.Connection | None = None
+    name: str | None = None
+    pid: int | None = None
+
+
+def _database_version() -> _Version | None:
+    """The process's watching connection to the SQLite database and its ``PRAGMA data_version``;
+    None when answers are not kept. Read on the event loop, before the rows are (what is read
+    after a commit is kept under the older version, which no later read matches).
+
+    SQLite changes a connection's ``data_version`` whenever another connection, of this process
+    or any other, committed to the database file since it last asked: a landing, a deleted
+    repository, a changed policy, whatever wrote, is seen by the very next read of every
+    process, with nothing to bump and nothing that can forget to. The watching connection never
+    writes, so every commit changes what it reads, the lane's own ``last_used`` writes too; its
+    values are its own, so a kept answer names it. Off for PostgreSQL (no such counter), an
+    in-memory database (connections sharing one cache see one another's commits without it
+    changing), and by ``AGENTGIT_HOT_READ_CACHE=0``.
+    """
+    name = _watched_file()
+    if name is None:
+        return None
+    with _Watcher.lock:
+        try:
+            if _Watcher.connection is None or _Watcher.name != name or _Watcher.pid != os.getpid():
+                _Watcher.connection = sqlite3.connect(name, isolation_level=None, timeout=0, check_same_thread=False)
+                _Watcher.name, _Watcher.pid = name, os.getpid()
+            return _Watcher.connection, _Watcher.connection.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:  # nothing read, nothing kept: as if it were off, until it reopens
+            _Watcher.connection = None
+            return None
+
+
+@functools.cache
+def _watched_file() -> str | None:
+    """The SQLite database file whose answers are kept; None when none are (once per settings)."""
+    if not _keeping() or connections["default"].vendor != "sqlite":
+        return None
+    name = str(settings.DATABASES["default"]["NAME"])
+    return None if DatabaseCreation.is_in_memory_db(name) else name
 
 
 def _close_doubtful_connections() -> None:

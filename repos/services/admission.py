@@ -23,7 +23,7 @@ import base64
 from ..errors import RateLimited, Unauthenticated
 from ..models import Credential
 from . import ratelimit
-from .credentials import authenticate_token, require_scope
+from .credentials import authenticate_token, kept_credential, require_scope
 
 #: The schemes a request can present a token with.
 BEARER, BASIC, QUERY = "bearer", "basic", "query"
@@ -101,6 +101,19 @@ class Admission:
                 self._refused = refused
                 raise
             self._admitted = True
+        return credential
+
+    def admitted_at_once(self, scope: str) -> Credential | None:
+        """:meth:`admit`'s credential when admitting needs no database, network or wait (a
+        credential kept in memory, its scope, a token from the mapped bucket), for the event
+        loop; then the request counts as admitted. None: nothing was decided or charged, call
+        :meth:`admit` (in a thread), which decides as always."""
+        if self._outcome is not None or self._token is None or self._refused is not None:
+            return None  # already asked: admit() knows
+        credential = kept_credential(self._token)
+        if credential is None or not credential.has_scope(scope) or not ratelimit.took_at_once(credential):
+            return None
+        self._outcome, self._admitted = credential, True
         return credential
 
 

@@ -154,6 +154,15 @@ def generation() -> int | None:
         return None
 
 
+def kept_in_memory(digest: str) -> Credential | None:
+    """:func:`cached` under the current generation when reading it is a memory load (the mapped
+    file): for a caller that must not wait on the network (the event loop). None otherwise."""
+    store = _generations()
+    if not isinstance(store, FileGeneration):
+        return None
+    return cached(digest, store.read())
+
+
 def cached(digest: str, current: int) -> Credential | None:
     """A copy of the credential kept for the token hash under generation ``current``, or None."""
     entry = _entries.get(digest)

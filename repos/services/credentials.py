@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.contrib.auth import get_user_model
@@ -207,6 +207,16 @@ def authenticate_token(token: str) -> Credential:
     return credential
 
 
+def kept_credential(token: str) -> Credential | None:
+    """What :func:`authenticate_token` would answer, when that needs neither the database nor the
+    network: the credential kept in this process under the generation read from memory, its
+    ``last_used`` not due. None: ask :func:`authenticate_token`."""
+    credential = credential_cache.kept_in_memory(hash_token(token))
+    if credential is None or _touch_due(credential, timezone.now()):
+        return None
+    return credential
+
+
 def _look_up(digest: str) -> Credential:
     found = _BY_TOKEN_HASH.get(digest)
     # The index lookup already matched the hash; compare_digest makes the final equality
@@ -230,11 +240,11 @@ def _look_up(digest: str) -> Credential:
 def _touch(credential: Credential) -> bool:
     """Record the use, at most once per LAST_USED_RESOLUTION per credential; whether it was due."""
     now = timezone.now()
-    stale = now - LAST_USED_RESOLUTION
     # Decide from the row just read first: most requests then issue no UPDATE at all (on
     # SQLite even an UPDATE that matches nothing takes the database's write lock).
-    if credential.last_used is not None and credential.last_used >= stale:
+    if not _touch_due(credential, now):
         return False
+    stale = now - LAST_USED_RESOLUTION
     # Conditional, so concurrent requests with the same token write once between them. When it
     # matched nothing another request wrote a time this recent: ``now`` is as good a hint.
     (
@@ -244,6 +254,10 @@ def _touch(credential: Credential) -> bool:
     )
     credential.last_used = now
     return True
+
+
+def _touch_due(credential: Credential, now: datetime) -> bool:
+    return credential.last_used is None or credential.last_used < now - LAST_USED_RESOLUTION
 
 
 def revoke_credential(credential: Credential) -> None:

@@ -62,7 +62,7 @@ def take(credential: Credential) -> None:
     # The token hash, not the primary key: a key must never be reused by another credential.
     key = credential.token_hash[:32]
     try:
-        wait_s = _buckets().take(key, rate, burst)
+        wait_s = _buckets().take(key, rate, burst) or 0.0  # (None only without waiting)
     except Exception:  # the store is down: serve rather than refuse everyone
         logger.warning("rate limit store unavailable; request admitted", exc_info=True)
         return
@@ -72,6 +72,23 @@ def take(credential: Credential) -> None:
             f"this credential's rate limit ({rate:g} requests/s, burst {burst}) is used up; retry later",
             retry_after_ms=max(1, int(wait_s * 1000 + 0.999)),
         )
+
+
+def took_at_once(credential: Credential) -> bool:
+    """Whether a token was taken from the credential's bucket without waiting: a bucket in the
+    mapped file whose locks were free, with a token in it. False tells nothing (a refusal, a
+    lock held elsewhere, or Redis, which is a round trip): call :func:`take`, which decides and
+    counts. For a caller that must not wait (the event loop)."""
+    limits = limits_of(credential)
+    if limits is None:
+        return True
+    store = _buckets()
+    if not isinstance(store, FileBuckets):
+        return False
+    try:
+        return store.take(credential.token_hash[:32], *limits, wait=False) == 0
+    except Exception:  # the store is failing: take() says so, and lets the request through
+        return False
 
 
 # ---------------------------------------------------------------------------- bucket stores
@@ -145,26 +162,36 @@ class FileBuckets:
         #: This process's leases: key → [tokens left, spendable until (monotonic), rate, burst].
         self._leases: dict[bytes, list] = {}
 
-    def take(self, key: str, rate: float, burst: int) -> float:
-        """Seconds until a token is free (0: one was taken)."""
+    def take(self, key: str, rate: float, burst: int, *, wait: bool = True) -> float | None:
+        """Seconds until a token is free (0: one was taken); None, without ``wait``, when another
+        thread or process holds the table (nothing was taken)."""
         wanted = bytes.fromhex(key)[:16].ljust(16, b"\0")
-        with self._threads:
-            lease = self._leases.get(wanted)
+        if not self._threads.acquire(blocking=wait):
+            return None
+        try:
+            lease = self._leases.pop(wanted, None)
             if lease is not None:
                 if lease[0] >= 1 and lease[1] > time.monotonic() and lease[2] == rate and lease[3] == burst:
                     lease[0] -= 1
+                    self._leases[wanted] = lease
                     return 0.0
-                del self._leases[wanted]
             returned = lease[0] if lease is not None else 0  # spent or not, every token is counted
             home = int.from_bytes(wanted[:8], "little") % self.SLOTS
-            fcntl.flock(self._fd, fcntl.LOCK_EX)  # freed by the kernel if we die
             try:
-                wait, lent = self._take(wanted, home, rate, burst, returned)
+                fcntl.flock(self._fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)  # freed if we die
+            except BlockingIOError:
+                if lease is not None:
+                    self._leases[wanted] = lease  # its tokens go back at the next take
+                return None
+            try:
+                seconds, lent = self._take(wanted, home, rate, burst, returned)
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             if lent:
                 self._leases[wanted] = [lent, time.monotonic() + self.LEASE_SECONDS, rate, burst]
-            return wait
+            return seconds
+        finally:
+            self._threads.release()
 
     def _take(self, wanted: bytes, home: int, rate: float, burst: int, returned: float = 0) -> tuple[float, int]:
         """Seconds until a token is free (0: one was taken), and how many more were lent."""

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
 from agentgit_site.handler import SingleHopASGIHandler
-from repos.services import credentials, metrics
+from repos.api import hot
+from repos.services import credentials, metrics, repositories
 from tests.factories import CredentialFactory
 
 
@@ -209,3 +211,82 @@ def test_a_hot_read_is_logged_and_counted_under_its_route(settings, through_djan
     assert [(line["route"], line["status"], line["credential"]) for line in logged] == [
         ("api/v1/repos/<str:repo>/streams/<path:stream>", 200, credential.pk)
     ]
+
+
+@pytest.fixture
+def stream_reads(monkeypatch) -> list[tuple[str, str]]:
+    """The stream rows the lane's threads read from the database (not answered from what they kept)."""
+    read: list[tuple[str, str]] = []
+    real = repositories.find_stream
+
+    def counted(repo: str, stream: str):
+        if threading.current_thread().name.startswith("agentgit-hot"):
+            read.append((repo, stream))
+        return real(repo, stream)
+
+    monkeypatch.setattr(repositories, "find_stream", counted)
+    return read
+
+
+@pytest.fixture
+def hops(monkeypatch) -> list[str]:
+    """The paths of the reads handed to the lane's thread (not answered on the event loop)."""
+    handed: list[str] = []
+    real = hot._answer
+
+    def counted(scope, target, version):
+        handed.append(scope["path"])
+        return real(scope, target, version)
+
+    monkeypatch.setattr(hot, "_answer", counted)
+    return handed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_is_kept_only_while_nothing_was_committed(through_django, demo, api, admin, stream_reads, hops):
+    token = CredentialFactory(scopes=["read"]).token
+    path = "/api/v1/repos/demo/streams/main"
+    assert asgi_get(path, bearer(token)).status_code == 200  # the token's first use writes its last_used
+
+    first, again = (asgi_get(path, bearer(token)) for _ in range(2))
+    assert first.status_code == again.status_code == 200 and first.content == again.content
+    assert len(stream_reads) == 2  # the third was the bytes kept: nothing had been committed
+    assert hops == [path] * 2  # and answered on the event loop
+
+    api.land(api.write(first.json()["head"], {"README.md": "moved\n"}))
+    moved = asgi_get(path, bearer(token))
+    assert moved.json()["head"] == api.head() != first.json()["head"]  # the very next read sees the landing
+    assert len(stream_reads) == 3
+
+    feature = "/api/v1/repos/demo/streams/feature/x"
+    assert [asgi_get(feature, bearer(token)).status_code for _ in range(2)] == [200, 200]  # kept
+    assert admin.delete(feature).status_code == 204
+    assert asgi_get(feature, bearer(token)).status_code == 404
+    assert through_django == [feature]  # the deletion was seen by the lane, which handed the 404 on
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_answer_is_given_only_to_an_admitted_request(through_django, demo, stream_reads):
+    reader = CredentialFactory(scopes=["read"], rate=0.001, burst=3)
+    elsewhere = CredentialFactory(scopes=["read"], repositories=["other"])
+    path = "/api/v1/repos/demo/streams/main"
+    assert [asgi_get(path, bearer(reader.token)).status_code for _ in range(3)] == [200] * 3  # kept
+    reads = len(stream_reads)
+
+    assert asgi_get(path, bearer(reader.token)).status_code == 429  # its bucket is empty
+    assert asgi_get(path, bearer(elsewhere.token)).status_code == 404  # held to another repository
+    assert asgi_get(path, {}).status_code == 401
+    assert through_django == [path] * 3
+    credentials.revoke_credential(reader)
+    assert asgi_get(path, bearer(reader.token)).status_code == 401
+    assert len(stream_reads) == reads  # none of them read the stream
+
+
+@pytest.mark.django_db(transaction=True)
+def test_answers_are_not_kept_when_turned_off(settings, demo, stream_reads):
+    settings.AGENTGIT = {**settings.AGENTGIT, "HOT_READ_CACHE": False}
+    token = CredentialFactory(scopes=["read"]).token
+
+    answers = [asgi_get("/api/v1/repos/demo/streams/main", bearer(token)).status_code for _ in range(3)]
+
+    assert answers == [200] * 3 and len(stream_reads) == 3
