@@ -170,11 +170,10 @@ class FileBuckets:
             return None
         try:
             lease = self._leases.pop(wanted, None)
-            if lease is not None:
-                if lease[0] >= 1 and lease[1] > time.monotonic() and lease[2] == rate and lease[3] == burst:
-                    lease[0] -= 1
-                    self._leases[wanted] = lease
-                    return 0.0
+            if lease is not None and lease[0] >= 1 and lease[1] > time.monotonic() and lease[2:] == [rate, burst]:
+                lease[0] -= 1
+                self._leases[wanted] = lease
+                return 0.0
             returned = lease[0] if lease is not None else 0  # spent or not, every token is counted
             home = int.from_bytes(wanted[:8], "little") % self.SLOTS
             try:
