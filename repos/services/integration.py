@@ -260,9 +260,9 @@ def lock_stream(repository: str, name: str, *, unless_busy: bool = False) -> Hel
     queryable = "\x00" not in repository and "\x00" not in name
     using, rows = query.all(repository, name, model=Stream, limit=1) if queryable else ("", [])
     if not rows:
-        find_stream(repository, name)  # raises the one NotFound
         if unless_busy:
-            return None
+            return None  # busy, or missing: the caller reads the stream, and its NotFound is the one
+        find_stream(repository, name)  # raises the one NotFound
         raise NotFound(f"no stream named {name!r} in {repository}")  # (deleted meanwhile)
     stream = instance(Stream, using, rows[0])
     stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
