@@ -414,6 +414,62 @@ def _pack_entries(pack: bytes) -> list[tuple[bytes, int, int]]:
 
 
 _LARGE_OFFSET = 0x80000000
+_INDEX_HEADER = b"\377tOc" + struct.pack(">I", 2)
+
+
+def _index_entries(index: bytes) -> list[tuple[bytes, int, int]]:
+    """The ``(binary id, offset, crc32)`` entries of a v2 pack index, in id order (the inverse of
+    :func:`pack_index`)."""
+    if index[:8] != _INDEX_HEADER or len(index) < 1072:
+        raise CorruptObject("not a version 2 pack index")
+    (count,) = struct.unpack_from(">I", index, 8 + 255 * 4)
+    ids_at = 8 + 256 * 4
+    crcs = struct.unpack_from(f">{count}I", index, ids_at + 20 * count)
+    offsets = struct.unpack_from(f">{count}I", index, ids_at + 24 * count)
+    large_at = ids_at + 28 * count
+    entries = []
+    for n, (crc, offset) in enumerate(zip(crcs, offsets, strict=True)):
+        if offset & _LARGE_OFFSET:
+            (offset,) = struct.unpack_from(">Q", index, large_at + 8 * (offset & ~_LARGE_OFFSET))
+        entries.append((index[ids_at + 20 * n : ids_at + 20 * n + 20], offset, crc))
+    return entries
+
+
+def _multi_pack_indexed(pack_dir: str) -> set[str] | None:
+    """The packs (``pack-<id>``) that git's multi-pack index names, or None if it cannot be read.
+    Its format (gitformat-pack): a 12-byte header whose seventh byte counts the chunks, a table
+    of ``(4-byte id, 8-byte offset)`` with one more row marking the end, and the ``PNAM`` chunk:
+    the packs' index names, each ending in a NUL."""
+    try:
+        with open(os.path.join(pack_dir, "multi-pack-index"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return set()
+    if data[:4] != b"MIDX" or len(data) < 12:
+        return None
+    table = [struct.unpack_from(">4sQ", data, 12 + 12 * row) for row in range(data[6] + 1)]
+    for (chunk, start), (_next, end) in itertools.pairwise(table):
+        if chunk == b"PNAM":
+            return {name.decode().removesuffix(".idx") for name in data[start:end].split(b"\0") if name}
+    return None
+
+
+def geometric_split(weights: list[int], factor: int = 2) -> int:
+    """How many of the packs (their object counts, ascending) to fold into one so that what
+    remains, with the new pack, forms a geometric progression of ``factor``: git's own choice
+    for ``git repack --geometric`` (builtin/repack.c, ``split_pack_geometry``)."""
+    if not weights:
+        return 0
+    split = len(weights) - 1
+    while split > 0 and weights[split] >= factor * weights[split - 1]:
+        split -= 1
+    if split:
+        split += 1  # the heavier of the last pair compared is not in the progression
+    total = sum(weights[:split])
+    while split < len(weights) and weights[split] < factor * total:
+        total += weights[split]
+        split += 1
+    return split
 
 
 def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> bytes:
@@ -472,6 +528,8 @@ class DiskStore(ObjectStore):
         # Without a boot id a power loss cannot be told apart, so nothing is left to be restored.
         self._journal = journal if self._boot_id is not None else None
         self._odb = pygit2.Odb(self._objects_dir)
+        #: Packs :meth:`roll_up` found it may not fold (git's deltified ones), not read again.
+        self._not_foldable: set[str] = set()
         self._repair_once_per_boot()
 
     def _reopened(self, call: Callable[[Any], T]) -> T:
@@ -550,6 +608,93 @@ class DiskStore(ObjectStore):
         _write_file(self._pack_dir, name + ".idx", index, "tmp_idx_", sync=self._boot_id is None)
         if not journaled:
             _fsync_dir(self._pack_dir)
+
+    def roll_up(self, factor: int = 2) -> int:
+        """Fold the small packs this store's writes left into one, without a git process; how
+        many packs it folded (docs/adr/0028).
+
+        The packs are chosen as git's geometric repack chooses them (:func:`geometric_split`),
+        among those a roll-up may fold: whole objects only (this store's own packs, not git's
+        deltified ones, which git's repack folds), not named by the multi-pack index
+        maintenance wrote (which must keep naming packs that exist), not kept (``.keep``), not
+        cruft (``.mtimes``). Their entries are copied as they are, compressed, each object once.
+        The new pack is fsynced with the directory before the old ones go, so it is durable
+        whatever a journal kept of them, and a reader that had listed an old pack reads again
+        (see :meth:`_reopened`). The caller holds the repository's repack lock."""
+        covered = _multi_pack_indexed(self._pack_dir)
+        if covered is None:
+            return 0
+        present = set(os.listdir(self._pack_dir))
+        candidates = []
+        for file in present:
+            name = file.removesuffix(".idx")
+            if not (name.startswith("pack-") and file.endswith(".idx")) or name + ".pack" not in present:
+                continue
+            if name in covered or name in self._not_foldable or {name + ".keep", name + ".mtimes"} & present:
+                continue
+            try:
+                with open(os.path.join(self._pack_dir, file), "rb") as f:
+                    entries = _index_entries(f.read())
+            except (FileNotFoundError, CorruptObject):
+                continue
+            candidates.append((len(entries), name, entries))
+        candidates.sort()
+        folded: list[str] = []
+        chunks = [b""]  # the header, once the count is known
+        index_entries: list[tuple[bytes, int, int]] = []
+        seen: set[bytes] = set()
+        offset = 12
+        for _count, name, entries in candidates[: geometric_split([count for count, _n, _e in candidates], factor)]:
+            spans = self._whole_object_spans(name, entries)
+            if spans is None:
+                self._not_foldable.add(name)
+                continue
+            for oid, crc, entry in spans:
+                if oid not in seen:
+                    seen.add(oid)
+                    index_entries.append((oid, offset, crc))
+                    chunks.append(entry)
+                    offset += len(entry)
+            folded.append(name)
+        if len(folded) < 2:
+            return 0
+        chunks[0] = b"PACK" + struct.pack(">II", 2, len(index_entries))
+        body = b"".join(chunks)
+        checksum = sha1(body).digest()
+        name = "pack-" + checksum.hex()
+        _write_file(self._pack_dir, name + ".pack", body + checksum, "tmp_pack_", sync=True)
+        _write_file(
+            self._pack_dir, name + ".idx", pack_index(index_entries, checksum), "tmp_idx_", sync=self._boot_id is None
+        )
+        _fsync_dir(self._pack_dir)
+        for old in folded:
+            if old == name:
+                continue
+            for suffix in (".idx", ".pack", ".rev", ".bitmap"):  # the index first: readers look for it
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self._pack_dir, old + suffix))
+        self._odb = _open_odb(self._objects_dir)
+        return len(folded)
+
+    def _whole_object_spans(
+        self, name: str, entries: list[tuple[bytes, int, int]]
+    ) -> list[tuple[bytes, int, bytes]] | None:
+        """``(binary id, crc32, entry)`` of each entry of pack ``name``, in pack order; None if one
+        is a delta or does not match its index's checksum, or the pack is gone."""
+        try:
+            with open(os.path.join(self._pack_dir, name + ".pack"), "rb") as f:
+                pack = f.read()
+        except FileNotFoundError:
+            return None
+        entries = sorted(entries, key=lambda entry: entry[1])
+        ends = [offset for _oid, offset, _crc in entries[1:]] + [len(pack) - 20] * bool(entries)
+        spans = []
+        for (oid, start, crc), end in zip(entries, ends, strict=True):
+            entry = pack[start:end]
+            if not entry or (entry[0] >> 4) & 7 not in _NUMBER_KIND or zlib.crc32(entry) != crc:
+                return None
+            spans.append((oid, crc, entry))
+        return spans
 
     def restore_journaled_packs(self) -> list[str]:
         """Write back each journaled pack whose file a power loss took or tore (fsynced, then the

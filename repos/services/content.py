@@ -147,11 +147,14 @@ def create_changeset(
     message: str,
     provenance: dict,
     credential: Credential | None,
+    protect: bool = True,
 ) -> Changeset:
     """Write a changeset (a commit) and record it; nothing is written if anything is refused.
 
     ``parent`` is one revision, None (a root), or a list of revisions: a merge changeset whose
-    operations apply to the first one's tree.
+    operations apply to the first one's tree. ``protect=False``: no protection ref in the ref
+    mirror (repos.services.refmirror), for a caller that lands the changeset in this
+    transaction, so the stream's ref names it once it commits, and protects it itself if not.
     """
     if not isinstance(message, str):
         raise Invalid("message must be a string")
@@ -187,7 +190,8 @@ def create_changeset(
             # resource they asked for (404).
             raise from_engine(error, missing=Invalid) from None
         commit = store.read_commit(commit_id)
-        refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
+        if protect:
+            refmirror.protect_changeset(repository.name, commit_id)  # before its row names it
         roll_up_when_due(repository.name, store)
         row = Changeset(
             repository=repository,

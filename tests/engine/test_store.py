@@ -10,7 +10,7 @@ import pytest
 
 from engine.errors import InvalidObjectId, ObjectMissing, WrongObjectType
 from engine.objects import BLOB, COMMIT, MODE_FILE, TREE, Commit, Entry, Signature, Tree, check_object_id, hash_object
-from engine.store import INDEXES_CHECKED, CacheStats, DiskStore, MemoryStore, boot_id, pack_index
+from engine.store import INDEXES_CHECKED, CacheStats, DiskStore, MemoryStore, boot_id, geometric_split, pack_index
 
 from .conftest import git
 
@@ -170,3 +170,73 @@ def test_a_store_opened_again_in_the_same_boot_does_not_check_the_indexes_again(
     DiskStore(path)
     assert not (path / "objects" / "pack" / index).exists()
     assert DiskStore(path).repair_pack_indexes() == [index.replace(".idx", ".pack")]
+
+
+# ------------------------------------------------------------------------------ roll-ups
+
+
+def _packs(path) -> list[str]:
+    return sorted(name[:-5] for name in os.listdir(os.path.join(path, "objects", "pack")) if name.endswith(".pack"))
+
+
+def _git_deltified_pack(path) -> str:
+    """A pack written by git, as a push leaves one: similar blobs, stored as deltas."""
+    text = "".join(f"line {n}\n" for n in range(400))
+    ids = [git(path, "hash-object", "-w", "--stdin", input=(text + f"change {n}\n").encode()).strip() for n in range(4)]
+    name = "pack-" + git(path, "pack-objects", "-q", "objects/pack/pack", input="\n".join(ids).encode() + b"\n").strip()
+    assert "chain length = 1" in git(path, "verify-pack", "-v", f"objects/pack/{name}.idx")
+    return name
+
+
+@pytest.mark.parametrize(
+    ("weights", "folded"),
+    [([1, 1, 1, 1], 4), ([1, 2, 4, 8], 0), ([1, 1, 16], 2), ([1, 1, 3], 3), ([5], 0), ([], 0)],
+)
+def test_a_roll_up_chooses_packs_as_gits_geometric_repack_does(weights, folded):
+    assert geometric_split(weights) == folded
+
+
+def test_a_roll_up_folds_the_small_packs_into_one_that_git_verifies(disk_store):
+    reader = DiskStore(disk_store.path)  # another process's store, which listed the old packs
+    ids = [disk_store.add_many([(BLOB, b"blob %d\n" % n), (BLOB, b"shared\n")]) for n in range(10)]
+    assert [reader.read_blob(pair[0]) for pair in ids[:3]] == [b"blob 0\n", b"blob 1\n", b"blob 2\n"]
+
+    assert disk_store.roll_up() == 10
+
+    [pack] = _packs(disk_store.path)
+    listing = git(disk_store.path, "verify-pack", "-v", f"objects/pack/{pack}.idx")
+    assert "non delta: 11 objects" in listing  # the shared blob once
+    assert [reader.read_blob(pair[0]) for pair in ids] == [b"blob %d\n" % n for n in range(10)]
+    assert disk_store.read_blob(ids[9][1]) == b"shared\n"
+    git(disk_store.path, "fsck", "--strict")
+    assert disk_store.roll_up() == 0  # one pack: nothing to fold
+
+
+def test_a_roll_up_leaves_the_packs_of_gits_multi_pack_index_and_gits_deltas(disk_store):
+    deltified = _git_deltified_pack(disk_store.path)
+    indexed = [disk_store.add(BLOB, b"indexed %d\n" % n) for n in range(3)]
+    git(disk_store.path, "multi-pack-index", "write")
+    covered = set(_packs(disk_store.path))
+    new = [disk_store.add(BLOB, b"new %d\n" % n) for n in range(5)]
+
+    assert disk_store.roll_up() == 5
+
+    assert covered < set(_packs(disk_store.path)) and len(_packs(disk_store.path)) == len(covered) + 1
+    assert deltified in covered
+    git(disk_store.path, "multi-pack-index", "verify")
+    assert [disk_store.read_blob(oid) for oid in indexed + new] == [b"indexed %d\n" % n for n in range(3)] + [
+        b"new %d\n" % n for n in range(5)
+    ]
+    git(disk_store.path, "fsck", "--strict")
+
+
+def test_a_roll_up_folds_its_own_packs_beside_a_deltified_one_and_an_empty_one(disk_store):
+    ours = [disk_store.add(BLOB, b"ours %d\n" % n) for n in range(6)]
+    deltified = _git_deltified_pack(disk_store.path)
+    git(disk_store.path, "pack-objects", "-q", "objects/pack/pack", input=b"")  # a push that brought nothing new
+
+    assert disk_store.roll_up() == 7
+
+    assert deltified in _packs(disk_store.path) and len(_packs(disk_store.path)) == 2
+    assert [disk_store.read_blob(oid) for oid in ours] == [b"ours %d\n" % n for n in range(6)]
+    git(disk_store.path, "fsck", "--strict")

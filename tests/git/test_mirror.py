@@ -94,6 +94,31 @@ def test_the_mirror_holds_streams_head_proposals_and_unlanded_changesets(api):
     assert refmirror.rebuild(repository) == 0
 
 
+def test_a_one_call_landing_protects_its_changeset_only_when_no_stream_reaches_it(api):
+    base = api.write(None, {"a.txt": "a\n"}, "base\n")
+    api.land(base)
+    api.land(api.write(base, {"a.txt": "ours\n"}, "ours\n"))
+    git_dir = stores.repository_path("demo")
+
+    def land(body: dict) -> dict:
+        response = api.post("/streams/main/land", {"message": "one call\n", **body})
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    landed = land({"operations": [{"op": "write", "path": "b.txt", "content": "b\n"}]})
+    conflicted = land({"parent": base, "operations": [{"op": "write", "path": "a.txt", "content": "theirs\n"}]})
+
+    assert (landed["outcome"], conflicted["outcome"]) == ("fast_forward", "conflict")
+    refs = refmirror.actual_refs(git_dir)
+    assert refs["refs/heads/main"] == landed["changeset"] == api.head()
+    assert f"refs/agentgit/changesets/{landed['changeset']}" not in refs
+    assert refs[f"refs/agentgit/changesets/{conflicted['changeset']}"] == conflicted["changeset"]
+    assert refmirror.rebuild(Repository.objects.get(name="demo"), everything=True) == 0
+    git(git_dir, "gc", "--prune=now", "--quiet")
+    _forget_parsed_objects()
+    assert api.get(f"/tree/{conflicted['changeset']}").status_code == 200
+
+
 def test_git_gc_prune_now_loses_nothing_the_database_names(api):
     made = _history(api)
     git_dir = stores.repository_path("demo")
