@@ -314,13 +314,13 @@ def follow_landing(
     follow_stream(repository, stream_name, moved=moved)
     git_dir = repository_path(repository.name)
     for proposal_id, head in integrated:
-        # Most proposals propose a recorded changeset and never had a ref of their own: no
-        # lock file to create and remove for them (one being written now is for a revision,
-        # which this landing did not integrate).
-        proposal_ref = f"{PROPOSALS}{proposal_id}"
-        if (git_dir / proposal_ref).exists():
-            _safely("unprotect proposal", _remove_ref, git_dir, proposal_ref)
-        _safely("unprotect changeset", _remove_ref, git_dir, CHANGESETS + head)
+        # Most proposals propose a recorded changeset and never had a ref of their own, and a
+        # changeset landed in the request that recorded it has none either: no lock file to
+        # create and remove for them (a ref being written now is for a revision or a changeset
+        # this landing did not integrate; a packed one waits for the next rebuild anyway).
+        for ref in (f"{PROPOSALS}{proposal_id}", CHANGESETS + head):
+            if (git_dir / ref).exists():
+                _safely("unprotect", _remove_ref, git_dir, ref)
 
 
 def follow_head(repository: Repository) -> None:
