@@ -109,9 +109,13 @@ AGENTGIT: dict[str, Any] = {
     # loose objects or packs.
     "REPACK_LOOSE_OBJECTS": _env_int("AGENTGIT_REPACK_LOOSE_OBJECTS", 256),
     "REPACK_PACKS": _env_int("AGENTGIT_REPACK_PACKS", 16),
-    # Every write of objects is a pack; once a repository holds this many, the write asks for git's
-    # geometric repack of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
+    # Every write of objects is a pack; once a repository holds this many, the write asks for a
+    # geometric roll-up of the small ones (repos.services.packs). Env: AGENTGIT_ROLL_UP_PACKS.
     "ROLL_UP_PACKS": _env_int("AGENTGIT_ROLL_UP_PACKS", 16),
+    # A landing's stream ref is written this long after its commit at most, together with what
+    # landed on the stream meanwhile: one ref file for many landings (repos.services.refmirror,
+    # docs/adr/0028); 0 writes it at once. Env: AGENTGIT_MIRROR_FOLLOW_S.
+    "MIRROR_FOLLOW_S": float(os.environ.get("AGENTGIT_MIRROR_FOLLOW_S") or 0.1),
     # A pack written in a transaction and at most this big is kept in the database's commit
     # instead of fsyncing its file (docs/adr/0023); 0 fsyncs every pack. Env:
     # AGENTGIT_JOURNAL_PACK_BYTES.

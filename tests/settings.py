@@ -26,3 +26,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # No collectstatic before tests: serve static files straight from the apps.
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
+
+# Each landing's ref written in its request, so a test reads the mirror right after it; the
+# batched writer (the default 0.1 s) has tests of its own (tests/git/test_mirror.py).
+AGENTGIT = {**AGENTGIT, "MIRROR_FOLLOW_S": 0.0}  # noqa: F405

@@ -27,26 +27,34 @@ loose ref, and maintenance packs the loose ones once they are a share of the ref
 rewrite. :func:`rebuild` follows the events since the last rebuild, so it costs what changed.
 
 Stream refs are written after the landing commits, from the database, under the ref's lock:
-whoever writes last read the database last, so the mirror never goes back in time. Between a
-commit and its mirror write (microseconds; longer only if the process dies there) new objects
-are protected by our maintenance never pruning (repos.services.maintenance), not from a
-hand-run ``gc --prune=now``; :func:`rebuild` closes the gap after a crash. A failed mirror write
-never fails the landing: it is logged, and the next rebuild repairs it.
+whoever writes last read the database last, so the mirror never goes back in time. A landing's
+ref is written at most ``AGENTGIT["MIRROR_FOLLOW_S"]`` (0.1 s) after its commit, with the other
+landings of the stream meanwhile (:class:`_Follower`), and a changeset landed in the request that
+recorded it never had a protection ref. Between a commit and its mirror write new objects are
+protected by our maintenance never pruning (repos.services.maintenance), not from a hand-run
+``gc --prune=now`` (which git itself calls unsafe beside writers): run that on a repository at
+rest. :func:`rebuild` closes the gap after a crash. A failed mirror write never fails the
+landing: it is logged, and the next rebuild repairs it.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import dataclasses
 import heapq
 import json
 import logging
 import mmap
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from django.conf import settings
+from django.db import connections
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from ..lookups import Rows
@@ -310,7 +318,21 @@ def follow_landing(
 ) -> None:
     """After a landing committed: the stream's ref (``moved``: see :func:`follow_stream`), then
     the protection refs of what it integrated (``(proposal id, proposal head)``) are dropped:
-    the stream reaches them now."""
+    the stream reaches them now. Within ``AGENTGIT["MIRROR_FOLLOW_S"]``, with every other
+    landing on the stream meanwhile (:class:`_Follower`); at once if that is 0."""
+    delay = settings.AGENTGIT["MIRROR_FOLLOW_S"]
+    if delay > 0:
+        _FOLLOWER.add(repository, stream_name, list(integrated), moved, delay)
+    else:
+        _follow_landing_now(repository, stream_name, integrated, moved)
+
+
+def _follow_landing_now(
+    repository: Repository,
+    stream_name: str,
+    integrated: Iterable[tuple[int, str]],
+    moved: tuple[str | None, str | None] | None,
+) -> None:
     follow_stream(repository, stream_name, moved=moved)
     git_dir = repository_path(repository.name)
     for proposal_id, head in integrated:
@@ -321,6 +343,85 @@ def follow_landing(
         for ref in (f"{PROPOSALS}{proposal_id}", CHANGESETS + head):
             if (git_dir / ref).exists():
                 _safely("unprotect", _remove_ref, git_dir, ref)
+
+
+class _Follower:
+    """The landings of this process whose refs are not written yet, written together by one
+    thread at most ``delay`` seconds after the first of them (docs/adr/0028).
+
+    A ref file costs a landing more CPU than anything else in it but its SQL on this kind of
+    disk (about 1.4 ms: git's lock file, and the rename over the old ref, which makes ext4
+    write the new one out at once); a stream that lands 100 times a second writes its ref 10
+    times. Landings of one stream in a row keep ``moved`` from the first one's old head to the
+    last one's new head, so the write still reads no database (:func:`follow_stream`); a gap
+    (another process landed between) makes it read the head. What a process had not written
+    when it died, recovery's rebuild writes (it follows the events)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[int, str], _Pending] = {}
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._delay = 0.0
+
+    def add(self, repository: Repository, stream: str, integrated: list, moved: Moved, delay: float) -> None:
+        with self._lock:
+            self._delay = delay
+            pending = self._pending.get((repository.pk, stream))
+            if pending is None:
+                self._pending[repository.pk, stream] = _Pending(repository, stream, integrated, moved)
+            else:
+                pending.integrated += integrated
+                chained = pending.moved is not None and moved is not None and pending.moved[1] == moved[0]
+                pending.moved = (pending.moved[0], moved[1]) if chained else None  # type: ignore[index]
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ref-mirror", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._wake.clear()
+            self._wake.wait()
+            time.sleep(self._delay)  # the landings meanwhile join the batch
+            try:
+                self.flush()
+            finally:
+                connections.close_all()  # a head read opened one: back to the pool
+
+    def flush(self) -> None:
+        """Write every pending ref now."""
+        with self._lock:
+            batch, self._pending = self._pending, {}
+        for pending in batch.values():
+            _follow_landing_now(pending.repository, pending.stream, pending.integrated, pending.moved)
+
+    def forget_thread(self) -> None:
+        """In a forked child: the parent's thread and lock are not this process's."""
+        self.__init__()  # type: ignore[misc]
+
+
+Moved = tuple[str | None, str | None] | None
+
+
+@dataclasses.dataclass(slots=True)
+class _Pending:
+    repository: Repository
+    stream: str
+    integrated: list[tuple[int, str]]
+    moved: Moved
+
+
+_FOLLOWER = _Follower()
+os.register_at_fork(after_in_child=_FOLLOWER.forget_thread)
+atexit.register(_FOLLOWER.flush)  # a server stopped on purpose leaves nothing for recovery
+
+
+def flush_pending() -> None:
+    """Write the refs of this process's landings that wait to be written (see :class:`_Follower`)."""
+    _FOLLOWER.flush()
 
 
 def follow_head(repository: Repository) -> None:

@@ -119,6 +119,48 @@ def test_a_one_call_landing_protects_its_changeset_only_when_no_stream_reaches_i
     assert api.get(f"/tree/{conflicted['changeset']}").status_code == 200
 
 
+def test_a_streams_landings_meanwhile_write_its_ref_once_within_the_delay(api, settings, monkeypatch):
+    settings.AGENTGIT = {**settings.AGENTGIT, "MIRROR_FOLLOW_S": 60.0}  # flushed by hand below
+    git_dir = stores.repository_path("demo")
+    written = []
+    set_ref = refmirror._set_ref
+    monkeypatch.setattr(refmirror, "_set_ref", lambda *args: written.append(args[1]) or set_ref(*args))
+    base = api.write(None, {"a.txt": "0\n"}, "base\n")
+    api.land(base)
+    refmirror.flush_pending()
+    written.clear()
+
+    for n in range(1, 6):
+        answer = api.post(
+            "/streams/main/land",
+            {"message": f"{n}\n", "operations": [{"op": "write", "path": "a.txt", "content": f"{n}\n"}]},
+        )
+        assert answer.json()["outcome"] == "fast_forward"
+    proposed = api.write(api.head(), {"b.txt": "b\n"}, "separate endpoints\n")
+    api.land(proposed)  # its protection ref goes with the same write
+
+    # Only the separate endpoint's changeset was protected, when it was recorded.
+    assert written == [f"refs/agentgit/changesets/{proposed}"]
+    assert (git_dir / "refs/heads/main").read_text() == f"{base}\n"
+    refmirror.flush_pending()
+    assert (git_dir / "refs/heads/main").read_text() == f"{api.head()}\n" == f"{proposed}\n"
+    assert written[1:] == ["refs/heads/main", f"refs/agentgit/changesets/{proposed}"]
+    assert refmirror.rebuild(Repository.objects.get(name="demo"), everything=True) == 0
+
+
+def test_a_batched_ref_write_reads_the_head_when_another_process_landed_between(api, settings):
+    settings.AGENTGIT = {**settings.AGENTGIT, "MIRROR_FOLLOW_S": 60.0}
+    git_dir = stores.repository_path("demo")
+    api.land(api.write(None, {"a.txt": "0\n"}, "base\n"))
+    api.land(api.write(api.head(), {"a.txt": "1\n"}, "one\n"))
+    # A landing another process made, whose old head is not the last one this process saw.
+    refmirror.follow_landing(Repository.objects.get(name="demo"), "main", [], moved=("1" * 40, "2" * 40))
+
+    refmirror.flush_pending()
+
+    assert (git_dir / "refs/heads/main").read_text() == f"{api.head()}\n"
+
+
 def test_git_gc_prune_now_loses_nothing_the_database_names(api):
     made = _history(api)
     git_dir = stores.repository_path("demo")
