@@ -527,25 +527,47 @@ class DiskStore(ObjectStore):
         self._boot_id = boot_id()
         # Without a boot id a power loss cannot be told apart, so nothing is left to be restored.
         self._journal = journal if self._boot_id is not None else None
-        self._odb = pygit2.Odb(self._objects_dir)
+        self._reopen()
         #: Packs :meth:`roll_up` found it may not fold (git's deltified ones), not read again.
         self._not_foldable: set[str] = set()
         self._repair_once_per_boot()
 
+    def _reopen(self) -> None:
+        """A fresh view of the objects (libgit2 lists the packs again), noting the pack
+        directory's modification time first: :meth:`_reopened` tells by it whether packs may
+        have gone since."""
+        self._odb_listed = os.stat(self._pack_dir).st_mtime_ns
+        self._odb = _open_odb(self._objects_dir)
+
+    def _packs_changed(self) -> bool:
+        return os.stat(self._pack_dir).st_mtime_ns != self._odb_listed
+
     def _reopened(self, call: Callable[[Any], T]) -> T:
-        """``call(odb)``; if a pack it knew of was removed meanwhile (a repack by another process
-        folded it into a new one: libgit2 answers "invalid packfile"), once more on the pack
-        directory as it is now, as git re-reads its packs when one disappears."""
+        """``call(odb)``; if a pack it knew of was removed meanwhile (a roll-up or repack by
+        another process folded it into a new one), once more on the pack directory as it is
+        now, as git re-reads its packs when one disappears. libgit2 answers "invalid packfile",
+        or, where it had listed the pack but not opened it, that the object is missing: it
+        rescans the directory on a miss but keeps the packs it knew."""
         try:
             return call(self._odb)
         except OSError:
-            self._odb = _open_odb(self._objects_dir)
+            self._reopen()
+            return call(self._odb)
+        except KeyError:  # pygit2's NotFoundError
+            if not self._packs_changed():
+                raise
+            self._reopen()
             return call(self._odb)
 
     def contains(self, oid: ObjectId) -> bool:
         # On a miss libgit2 rescans the pack directory, so packs written since (by this
-        # or another process) are found.
-        return self._reopened(lambda odb: oid in odb)
+        # or another process) are found; a miss after packs went away is asked again.
+        if self._reopened(lambda odb: oid in odb):
+            return True
+        if not self._packs_changed():
+            return False
+        self._reopen()
+        return oid in self._odb
 
     def kind(self, oid: ObjectId) -> str | None:
         try:
@@ -673,7 +695,7 @@ class DiskStore(ObjectStore):
             for suffix in (".idx", ".pack", ".rev", ".bitmap"):  # the index first: readers look for it
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self._pack_dir, old + suffix))
-        self._odb = _open_odb(self._objects_dir)
+        self._reopen()
         return len(folded)
 
     def _whole_object_spans(
@@ -747,7 +769,11 @@ class DiskStore(ObjectStore):
                 continue
             pack_path = os.path.join(self._pack_dir, name)
             index_name = name[: -len(".pack")] + ".idx"
-            with open(pack_path, "rb") as f:
+            try:
+                f = open(pack_path, "rb")  # noqa: SIM115 (closed below)
+            except FileNotFoundError:
+                continue  # folded by a roll-up of another process since the listing
+            with f:
                 if os.fstat(f.fileno()).st_size >= 32:
                     f.seek(-20, os.SEEK_END)  # only the trailer: a pack may be big, and is synced
                     if _index_is_whole(os.path.join(self._pack_dir, index_name), f.read()):
@@ -761,7 +787,7 @@ class DiskStore(ObjectStore):
             _write_file(self._pack_dir, index_name, pack_index(_pack_entries(pack), pack[-20:]), "tmp_idx_", sync=False)
             rebuilt.append(name)
         if rebuilt:
-            self._odb = _open_odb(self._objects_dir)
+            self._reopen()
         return rebuilt
 
     def _move_aside(self, *names: str) -> None:
