@@ -654,20 +654,21 @@ class DiskStore(ObjectStore):
                 continue
             if name in covered or name in self._not_foldable or {name + ".keep", name + ".mtimes"} & present:
                 continue
-            try:
+            try:  # the object count only (the fan-out table's last row): big packs stay unread
                 with open(os.path.join(self._pack_dir, file), "rb") as f:
-                    entries = _index_entries(f.read())
-            except (FileNotFoundError, CorruptObject):
+                    header = f.read(8 + 256 * 4)
+            except FileNotFoundError:
                 continue
-            candidates.append((len(entries), name, entries))
+            if header[:8] == _INDEX_HEADER and len(header) == 8 + 256 * 4:
+                candidates.append((struct.unpack_from(">I", header, 8 + 255 * 4)[0], name))
         candidates.sort()
         folded: list[str] = []
         chunks = [b""]  # the header, once the count is known
         index_entries: list[tuple[bytes, int, int]] = []
         seen: set[bytes] = set()
         offset = 12
-        for _count, name, entries in candidates[: geometric_split([count for count, _n, _e in candidates], factor)]:
-            spans = self._whole_object_spans(name, entries)
+        for _count, name in candidates[: geometric_split([count for count, _name in candidates], factor)]:
+            spans = self._whole_object_spans(name)
             if spans is None:
                 self._not_foldable.add(name)
                 continue
@@ -698,17 +699,17 @@ class DiskStore(ObjectStore):
         self._reopen()
         return len(folded)
 
-    def _whole_object_spans(
-        self, name: str, entries: list[tuple[bytes, int, int]]
-    ) -> list[tuple[bytes, int, bytes]] | None:
+    def _whole_object_spans(self, name: str) -> list[tuple[bytes, int, bytes]] | None:
         """``(binary id, crc32, entry)`` of each entry of pack ``name``, in pack order; None if one
         is a delta or does not match its index's checksum, or the pack is gone."""
         try:
+            with open(os.path.join(self._pack_dir, name + ".idx"), "rb") as f:
+                entries = _index_entries(f.read())
             with open(os.path.join(self._pack_dir, name + ".pack"), "rb") as f:
                 pack = f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, CorruptObject):
             return None
-        entries = sorted(entries, key=lambda entry: entry[1])
+        entries.sort(key=lambda entry: entry[1])
         ends = [offset for _oid, offset, _crc in entries[1:]] + [len(pack) - 20] * bool(entries)
         spans = []
         for (oid, start, crc), end in zip(entries, ends, strict=True):
