@@ -26,10 +26,12 @@ fast-forward, and every scenario change land, conflict as planned or be refused 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -375,4 +377,106 @@ def format_cost(data: dict[str, Any]) -> str:
         for name, run in runs:
             lines.append(f"  {row['mode']} {name}:")
             lines += [f"    {count:6.2f}  {file}" for file, count in run["fsyncs_by_file"].items()]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------ side by side
+
+
+def run_side_by_side(
+    checkouts: list[Path],
+    *,
+    mode: str,
+    rounds: int,
+    batch: int,
+    server_workers: int = DEFAULT_SERVER_WORKERS,
+    log: Log = lambda text: None,
+) -> dict[str, Any]:
+    """CPU per sequential landing of each checkout, measured at the same time on the same machine.
+
+    Each checkout (this one, an earlier commit's worktree) runs a deployment of its own, started
+    together (``side_by_side.py`` in each checkout's directory); the landings alternate between
+    them in batches of ``batch``, the order reversed every round, so that whatever else the
+    machine does falls on each alike: the ratio between checkouts is good where two runs one
+    after the other differ by 1.5× (docs/performance.md)."""
+    script = Path(__file__).with_name("side_by_side.py")
+    children: list[dict[str, Any]] = []
+    try:
+        for checkout in checkouts:
+            process = subprocess.Popen(
+                [sys.executable, str(script), mode, str(server_workers)],
+                cwd=checkout,
+                env={**os.environ, "PYTHONPATH": str(checkout)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            started = json.loads(process.stdout.readline() or "null")  # type: ignore[union-attr]
+            if started is None:
+                raise RuntimeError(f"{checkout}: the deployment did not start")
+            lander = Lander(started["url"], started["token"], f"side-{int(time.time() * 1000)}")
+            children.append(
+                {"checkout": checkout, "process": process, "lander": lander, "cpu": Counter(), "batches": []}
+            )
+            log(f"{checkout}: started ({mode})")
+        for child in children:
+            child["lander"].land(WARM_UP)
+        for round_number in range(rounds):
+            for child in children if round_number % 2 == 0 else children[::-1]:
+                before = _ask(child["process"])
+                child["lander"].land(batch)
+                time.sleep(0.2)  # anything the last landing left to finish after its answer
+                spent = {kind: _spent(before[kind], after) for kind, after in _ask(child["process"]).items()}
+                child["cpu"].update(spent)
+                child["batches"].append(sum(spent.values()) / batch)
+            log(f"round {round_number + 1} of {rounds}")
+    finally:
+        for child in children:
+            child["lander"].close()
+            child["process"].stdin.close()  # type: ignore[union-attr]
+            child["process"].wait(timeout=120)
+    landed = rounds * batch
+    return {
+        "mode": mode,
+        "rounds": rounds,
+        "batch": batch,
+        "probe": {"cpu_loop_ms": cpu_probe_ms()},
+        "checkouts": [
+            {
+                "checkout": str(child["checkout"]),
+                "cpu_s": {kind: seconds / landed for kind, seconds in child["cpu"].items()},
+                "batches_s": child["batches"],
+            }
+            for child in children
+        ],
+    }
+
+
+def _ask(process: subprocess.Popen) -> dict[str, dict[str, float]]:
+    process.stdin.write("cpu\n")  # type: ignore[union-attr]
+    process.stdin.flush()  # type: ignore[union-attr]
+    return json.loads(process.stdout.readline())  # type: ignore[union-attr]
+
+
+def _spent(before: dict[str, float], after: dict[str, float]) -> float:
+    """CPU between two samples of one kind of process (one that started meanwhile counts from 0)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def format_side_by_side(data: dict[str, Any]) -> str:
+    probe = data["probe"]
+    first = sum(data["checkouts"][0]["cpu_s"].values())
+    lines = [
+        f"{data['mode']}: {data['rounds']} rounds of {data['batch']} landings per checkout, side by side; "
+        f"machine probe {probe['cpu_loop_ms']} ms",
+        "",
+        f"{'checkout':<40} {'server ms':>10} {'database ms':>12} {'all ms':>8} {'in probes':>10} {'vs first':>9}",
+    ]
+    for row in data["checkouts"]:
+        cpu = row["cpu_s"]
+        every = sum(cpu.values())
+        lines.append(
+            f"{row['checkout'][-40:]:<40} {cpu.get('server', 0) * 1000:>10.2f} {cpu.get('database', 0) * 1000:>12.2f} "
+            f"{every * 1000:>8.2f} {_probes(every, probe):>10.3f} {every / first if first else 0:>9.2f}"
+        )
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -426,9 +427,23 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--changes", type=positive, default=5, help="changes per agent (default: %(default)s)")
     parser.add_argument("--server-workers", type=positive, default=cycle.DEFAULT_SERVER_WORKERS)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        metavar="CHECKOUT",
+        help="instead: this checkout's sequential landings side by side with CHECKOUT's (another "
+        "AgentGit checkout, e.g. an earlier commit's git worktree; repeatable), each in a deployment of "
+        "its own, landings alternated between them, for each of --modes",
+    )
+    parser.add_argument("--rounds", type=positive, default=8, help="with --against: batches per checkout")
+    parser.add_argument("--batch", type=positive, default=50, help="with --against: landings per batch")
 
 
 def _cost_run(options: dict[str, Any], log: Log) -> Results:
+    if options.get("against"):
+        return _side_by_side_run(options, log)
+
     def run(step: Callable[[str], None]) -> dict[str, Any]:
         def progress(text: str) -> None:
             log(text)
@@ -446,6 +461,34 @@ def _cost_run(options: dict[str, Any], log: Log) -> Results:
     data = _in_steps(run)
     table = cost_bench.format_cost(data)
     return Results(table, data, table)
+
+
+def _side_by_side_run(options: dict[str, Any], log: Log) -> Results:
+    checkouts = [Path.cwd(), *options["against"]]
+    for checkout in checkouts[1:]:
+        if not (checkout / "tests" / "deployment.py").is_file():
+            raise BenchmarkFailed(f"{checkout} is not an AgentGit checkout (no tests/deployment.py)")
+
+    def run(step: Callable[[str], None]) -> list[dict[str, Any]]:
+        def progress(text: str) -> None:
+            log(text)
+            step(text.split(":")[0])
+
+        return [
+            cost_bench.run_side_by_side(
+                checkouts,
+                mode=mode,
+                rounds=options["rounds"],
+                batch=options["batch"],
+                server_workers=options["server_workers"],
+                log=progress,
+            )
+            for mode in options["modes"]
+        ]
+
+    runs = _in_steps(run)
+    table = "\n".join(cost_bench.format_side_by_side(data) for data in runs)
+    return Results(table, {"side_by_side": runs}, table)
 
 
 # ------------------------------------------------------------------------------ resolution

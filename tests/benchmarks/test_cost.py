@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,24 @@ def test_a_small_run_lands_everything_and_counts_what_it_must():
     assert scenario["landed"] + scenario["conflicted"] + scenario["refused_retryably"] == 6 and scenario["landed"]
     assert scenario["fsyncs"] >= 2
     assert "statements" in results.table and "embedded" in results.table
+
+
+def test_two_checkouts_side_by_side_each_land_every_batch_and_count_their_cpu():
+    # This checkout against itself: two deployments, the landings alternated between them.
+    here = Path(__file__).resolve().parents[2]
+    options = {"modes": ["embedded"], "server_workers": 1, "against": [here], "rounds": 2, "batch": 6}
+    results = SUITES["cost"].run(options, lambda text: None)
+
+    [run] = results.data["side_by_side"]
+    assert [row["checkout"] for row in run["checkouts"]] == [str(Path.cwd()), str(here)]
+    for row in run["checkouts"]:
+        assert len(row["batches_s"]) == 2 and row["cpu_s"]["server"] > 0  # Lander asserts each landed
+    assert "vs first" in results.table and results.data["side_by_side"][0]["probe"]["cpu_loop_ms"] > 0
+
+
+def test_a_checkout_that_is_not_agentgit_is_refused(tmp_path):
+    from benchmarks.suites import BenchmarkFailed
+
+    options = {"modes": ["embedded"], "server_workers": 1, "against": [tmp_path], "rounds": 1, "batch": 1}
+    with pytest.raises(BenchmarkFailed, match="not an AgentGit checkout"):
+        SUITES["cost"].run(options, lambda text: None)
