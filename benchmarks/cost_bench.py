@@ -46,6 +46,7 @@ from tests.deployment import MODES, ApiClient, Deployment
 from .cycle import DEFAULT_SERVER_WORKERS
 from .load import UNLIMITED, machine_speed
 from .resolution_bench import run_landing
+from .side_by_side import cpu_seconds
 
 Log = Callable[[str], None]
 
@@ -57,15 +58,6 @@ _STATEMENTS = "agentgit_sql_statements_total"
 
 
 # ------------------------------------------------------------------------------ processes
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of one process so far (0 if it is gone)."""
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-    return 0.0
 
 
 def database_backends(deployment: Deployment) -> list[int]:
@@ -96,12 +88,12 @@ class CpuMeter:
 
     def _sample(self) -> dict[str, dict[int, float]]:
         servers = {
-            pid: _cpu_seconds(pid)
+            pid: cpu_seconds(pid)
             for process in self.deployment.processes
             if process.alive
             for pid in process.group_pids()
         }
-        database = {pid: _cpu_seconds(pid) for pid in database_backends(self.deployment)}
+        database = {pid: cpu_seconds(pid) for pid in database_backends(self.deployment)}
         return {"server": servers, "database": database}
 
     def start(self) -> None:
