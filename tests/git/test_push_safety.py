@@ -174,6 +174,9 @@ def test_a_sigkill_right_after_the_answer_loses_nothing_of_the_push(server, tmp_
         assert changeset["provenance"]["source"] == "git push"
         assert rest.file(REPO, "main", "answered.txt") == b"acknowledged, then the crash\n"
         assert rest.history(REPO, "main", "answered.txt")[0] == pushed
+    # The directory's refs are the database's mirror, written within AGENTGIT_MIRROR_FOLLOW_S of
+    # the landing: one the kill took first is written by recovery, which `make serve` runs first.
+    server.manage("agentgit_recover")
     directory = server.repository_dir(REPO)
     assert git(directory, "rev-parse", "refs/heads/main").stdout.strip() == pushed
     git(directory, "gc", "--prune=now", "-q")
