@@ -417,13 +417,25 @@ _LARGE_OFFSET = 0x80000000
 _INDEX_HEADER = b"\377tOc" + struct.pack(">I", 2)
 
 
+#: A v2 index's header and fan-out table, whose last row counts the pack's objects.
+_INDEX_FANOUT_END = 8 + 256 * 4
+
+
+def _index_count(index: bytes) -> int:
+    """How many objects the pack of a v2 index holds (its first ``_INDEX_FANOUT_END`` bytes do)."""
+    if index[:8] != _INDEX_HEADER or len(index) < _INDEX_FANOUT_END:
+        raise CorruptObject("not a version 2 pack index")
+    (count,) = struct.unpack_from(">I", index, _INDEX_FANOUT_END - 4)
+    return int(count)
+
+
 def _index_entries(index: bytes) -> list[tuple[bytes, int, int]]:
     """The ``(binary id, offset, crc32)`` entries of a v2 pack index, in id order (the inverse of
     :func:`pack_index`)."""
-    if index[:8] != _INDEX_HEADER or len(index) < 1072:
-        raise CorruptObject("not a version 2 pack index")
-    (count,) = struct.unpack_from(">I", index, 8 + 255 * 4)
-    ids_at = 8 + 256 * 4
+    count = _index_count(index)
+    ids_at = _INDEX_FANOUT_END
+    if len(index) < ids_at + 28 * count + 40:
+        raise CorruptObject("a pack index shorter than its object count")
     crcs = struct.unpack_from(f">{count}I", index, ids_at + 20 * count)
     offsets = struct.unpack_from(f">{count}I", index, ids_at + 24 * count)
     large_at = ids_at + 28 * count
@@ -539,9 +551,6 @@ class DiskStore(ObjectStore):
         self._odb_listed = os.stat(self._pack_dir).st_mtime_ns
         self._odb = _open_odb(self._objects_dir)
 
-    def _packs_changed(self) -> bool:
-        return os.stat(self._pack_dir).st_mtime_ns != self._odb_listed
-
     def _reopened(self, call: Callable[[Any], T]) -> T:
         """``call(odb)``; if a pack it knew of was removed meanwhile (a roll-up or repack by
         another process folded it into a new one), once more on the pack directory as it is
@@ -554,20 +563,23 @@ class DiskStore(ObjectStore):
             self._reopen()
             return call(self._odb)
         except KeyError:  # pygit2's NotFoundError
-            if not self._packs_changed():
-                raise
+            if os.stat(self._pack_dir).st_mtime_ns == self._odb_listed:
+                raise  # no pack came or went since libgit2 listed them: it is missing
             self._reopen()
             return call(self._odb)
 
     def contains(self, oid: ObjectId) -> bool:
         # On a miss libgit2 rescans the pack directory, so packs written since (by this
         # or another process) are found; a miss after packs went away is asked again.
-        if self._reopened(lambda odb: oid in odb):
-            return True
-        if not self._packs_changed():
+        def present(odb: Any) -> bool:
+            if oid in odb:
+                return True
+            raise KeyError(oid)
+
+        try:
+            return self._reopened(present)
+        except KeyError:
             return False
-        self._reopen()
-        return oid in self._odb
 
     def kind(self, oid: ObjectId) -> str | None:
         try:
@@ -598,7 +610,7 @@ class DiskStore(ObjectStore):
 
     def _write_pack(self, objects: list[tuple[ObjectId, str, bytes]]) -> None:
         """One pack of undeltified objects plus its v2 index; each file fsynced once."""
-        chunks = [b"PACK", struct.pack(">II", 2, len(objects))]
+        chunks = []
         offset = 12
         index_entries = []
         for oid, kind, raw in objects:
@@ -615,13 +627,21 @@ class DiskStore(ObjectStore):
             index_entries.append((bytes.fromhex(oid), offset, zlib.crc32(entry)))
             chunks.append(entry)
             offset += len(entry)
-        body = b"".join(chunks)
+        self._write_pack_files(chunks, index_entries, journal=self._journal)
+
+    def _write_pack_files(
+        self, entries: list[bytes], index_entries: list[tuple[bytes, int, int]], *, journal: PackJournal | None
+    ) -> str:
+        """The pack of ``entries`` (each at the offset ``index_entries`` gives it) and its index,
+        durable before this returns: kept by ``journal`` in the caller's transaction if it takes
+        it, else the pack and the directory fsynced. The pack's name."""
+        body = b"".join([b"PACK", struct.pack(">II", 2, len(entries)), *entries])
         checksum = sha1(body).digest()
         name = "pack-" + checksum.hex()
         pack = body + checksum
         # Journaled, the pack is durable with the transaction that names its objects, and its
         # files are restored from the journal after a power loss (restore_journaled_packs).
-        journaled = self._journal is not None and self._journal.record(name, pack)
+        journaled = journal is not None and journal.record(name, pack)
         # The pack first, then its index: readers only see a pack once its index exists. The
         # index is not synced where a boot id tells a power loss apart (repair_pack_indexes);
         # the directory's fsync makes both names durable before any row names the objects.
@@ -630,6 +650,7 @@ class DiskStore(ObjectStore):
         _write_file(self._pack_dir, name + ".idx", index, "tmp_idx_", sync=self._boot_id is None)
         if not journaled:
             _fsync_dir(self._pack_dir)
+        return name
 
     def roll_up(self, factor: int = 2) -> int:
         """Fold the small packs this store's writes left into one, without a git process; how
@@ -654,16 +675,14 @@ class DiskStore(ObjectStore):
                 continue
             if name in covered or name in self._not_foldable or {name + ".keep", name + ".mtimes"} & present:
                 continue
-            try:  # the object count only (the fan-out table's last row): big packs stay unread
+            try:  # the object count only: big packs stay unread
                 with open(os.path.join(self._pack_dir, file), "rb") as f:
-                    header = f.read(8 + 256 * 4)
-            except FileNotFoundError:
+                    candidates.append((_index_count(f.read(_INDEX_FANOUT_END)), name))
+            except (FileNotFoundError, CorruptObject):
                 continue
-            if header[:8] == _INDEX_HEADER and len(header) == 8 + 256 * 4:
-                candidates.append((struct.unpack_from(">I", header, 8 + 255 * 4)[0], name))
         candidates.sort()
         folded: list[str] = []
-        chunks = [b""]  # the header, once the count is known
+        chunks: list[bytes] = []
         index_entries: list[tuple[bytes, int, int]] = []
         seen: set[bytes] = set()
         offset = 12
@@ -681,15 +700,7 @@ class DiskStore(ObjectStore):
             folded.append(name)
         if len(folded) < 2:
             return 0
-        chunks[0] = b"PACK" + struct.pack(">II", 2, len(index_entries))
-        body = b"".join(chunks)
-        checksum = sha1(body).digest()
-        name = "pack-" + checksum.hex()
-        _write_file(self._pack_dir, name + ".pack", body + checksum, "tmp_pack_", sync=True)
-        _write_file(
-            self._pack_dir, name + ".idx", pack_index(index_entries, checksum), "tmp_idx_", sync=self._boot_id is None
-        )
-        _fsync_dir(self._pack_dir)
+        name = self._write_pack_files(chunks, index_entries, journal=None)  # fsynced: the old ones go
         for old in folded:
             if old == name:
                 continue
