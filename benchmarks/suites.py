@@ -445,22 +445,28 @@ def _cost_run(options: dict[str, Any], log: Log) -> Results:
         return _side_by_side_run(options, log)
 
     def run(step: Callable[[str], None]) -> dict[str, Any]:
-        def progress(text: str) -> None:
-            log(text)
-            step(text.split(":")[0])
-
         return cost_bench.run_cost(
             modes=options["modes"],
             landings=options["landings"],
             agents=options["agents"],
             changes=options["changes"],
             server_workers=options["server_workers"],
-            log=progress,
+            log=_logged_steps(log, step),
         )
 
     data = _in_steps(run)
     table = cost_bench.format_cost(data)
     return Results(table, data, table)
+
+
+def _logged_steps(log: Log, step: Callable[[str], None]) -> Log:
+    """A benchmark's progress lines (``"what: how far"``), logged and counted as steps by what."""
+
+    def progress(text: str) -> None:
+        log(text)
+        step(text.split(":")[0])
+
+    return progress
 
 
 def _side_by_side_run(options: dict[str, Any], log: Log) -> Results:
@@ -470,10 +476,6 @@ def _side_by_side_run(options: dict[str, Any], log: Log) -> Results:
             raise BenchmarkFailed(f"{checkout} is not an AgentGit checkout (no tests/deployment.py)")
 
     def run(step: Callable[[str], None]) -> list[dict[str, Any]]:
-        def progress(text: str) -> None:
-            log(text)
-            step(text.split(":")[0])
-
         return [
             cost_bench.run_side_by_side(
                 checkouts,
@@ -481,7 +483,7 @@ def _side_by_side_run(options: dict[str, Any], log: Log) -> Results:
                 rounds=options["rounds"],
                 batch=options["batch"],
                 server_workers=options["server_workers"],
-                log=progress,
+                log=_logged_steps(log, step),
             )
             for mode in options["modes"]
         ]

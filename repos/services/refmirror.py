@@ -75,6 +75,8 @@ MIRRORED = (HEADS, "refs/agentgit/")
 _STALE_LOCK_S = 10.0
 _LOCK_WAIT_S = 5.0
 _ZERO = "0" * 40
+#: The heads a landing moved its stream from and to (None: read the stream's head instead).
+Moved = tuple[str | None, str | None] | None
 
 
 # ----------------------------------------------------------------------------- ref files
@@ -179,9 +181,7 @@ _RECORDED = Rows(
 )
 
 
-def follow_stream(
-    repository: Repository, stream_name: str, *, moved: tuple[str | None, str | None] | None = None
-) -> None:
+def follow_stream(repository: Repository, stream_name: str, *, moved: Moved = None) -> None:
     """Mirror the stream's head as the database has it now (after the change committed).
 
     ``moved``: the head a landing that just committed moved from and to. If the loose ref
@@ -314,7 +314,7 @@ def follow_landing(
     stream_name: str,
     integrated: Iterable[tuple[int, str]],
     *,
-    moved: tuple[str | None, str | None] | None = None,
+    moved: Moved = None,
 ) -> None:
     """After a landing committed: the stream's ref (``moved``: see :func:`follow_stream`), then
     the protection refs of what it integrated (``(proposal id, proposal head)``) are dropped:
@@ -331,7 +331,7 @@ def _follow_landing_now(
     repository: Repository,
     stream_name: str,
     integrated: Iterable[tuple[int, str]],
-    moved: tuple[str | None, str | None] | None,
+    moved: Moved,
 ) -> None:
     follow_stream(repository, stream_name, moved=moved)
     git_dir = repository_path(repository.name)
@@ -401,9 +401,6 @@ class _Follower:
     def forget_thread(self) -> None:
         """In a forked child: the parent's thread and lock are not this process's."""
         self.__init__()  # type: ignore[misc]
-
-
-Moved = tuple[str | None, str | None] | None
 
 
 @dataclasses.dataclass(slots=True)
