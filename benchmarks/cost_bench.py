@@ -45,7 +45,7 @@ from tests.deployment import MODES, ApiClient, Deployment
 
 from .cycle import DEFAULT_SERVER_WORKERS
 from .load import UNLIMITED, machine_speed
-from .resolution_bench import run_landing
+from .resolution_bench import LandingRun, run_landing
 from .side_by_side import cpu_seconds
 
 Log = Callable[[str], None]
@@ -257,17 +257,7 @@ def _scenario(deployment: Deployment, token: str, agents: int, changes: int, scr
     time.sleep(0.2)
     fsyncs = trace.stop(str(deployment.data_dir))
     log(f"{deployment.mode}: {agents} agents x {changes} changes under strace")
-    for run in (plain, traced):
-        # As `agentgit_bench load` judges it: a change refused retryably (503 unavailable: the
-        # SQLite write lock waited for too long on a starved machine; 409 aborted) is counted,
-        # any other failure fails the run.
-        failed = [c.error for c in run.changes if c.error and not _RETRYABLE.search(c.error)]
-        assert not failed, f"landing scenario: {len(failed)} changes failed: {failed[:3]}"
-        wrong = [c for c in run.conflicted if not c.planned_conflict]
-        assert not wrong, f"landing scenario: {len(wrong)} unplanned changes conflicted"
-    integrated = len(plain.landed) + len(plain.conflicted)
-    traced_integrated = len(traced.landed) + len(traced.conflicted)
-    assert integrated and traced_integrated, "landing scenario: nothing integrated"
+    integrated, traced_integrated = _integrated(plain), _integrated(traced)
     return {
         "agents": agents,
         "changes": agents * changes,
@@ -281,6 +271,20 @@ def _scenario(deployment: Deployment, token: str, agents: int, changes: int, scr
 
 
 _RETRYABLE = re.compile(r"'code': '(unavailable|aborted)'")
+
+
+def _integrated(run: LandingRun, where: str = "landing scenario") -> int:
+    """The changes of a scenario run that were integrated (landed or conflicted), once the run is
+    judged as `agentgit_bench load` judges it: a change refused retryably (503 unavailable: the
+    SQLite write lock waited for too long on a starved machine; 409 aborted) is counted, any
+    other failure or an unplanned conflict fails the run."""
+    failed = [c.error for c in run.changes if c.error and not _RETRYABLE.search(c.error)]
+    assert not failed, f"{where}: {len(failed)} changes failed: {failed[:3]}"
+    wrong = [c for c in run.conflicted if not c.planned_conflict]
+    assert not wrong, f"{where}: {len(wrong)} unplanned changes conflicted"
+    integrated = len(run.landed) + len(run.conflicted)
+    assert integrated, f"{where}: nothing integrated"
+    return integrated
 
 
 def run_cost(
@@ -381,10 +385,13 @@ def run_side_by_side(
     mode: str,
     rounds: int,
     batch: int,
+    agents: int = 0,
     server_workers: int = DEFAULT_SERVER_WORKERS,
     log: Log = lambda text: None,
 ) -> dict[str, Any]:
-    """CPU per sequential landing of each checkout, measured at the same time on the same machine.
+    """CPU per sequential landing of each checkout, measured at the same time on the same machine;
+    with ``agents``, per change of the landing scenario instead (a batch is ``agents`` agents of
+    ``batch`` changes each, as ``_scenario`` runs them).
 
     Each checkout (this one, an earlier commit's worktree) runs a deployment of its own, started
     together (``side_by_side.py`` in each checkout's directory); the landings alternate between
@@ -408,7 +415,7 @@ def run_side_by_side(
                 raise RuntimeError(f"{checkout}: the deployment did not start")
             lander = Lander(started["url"], started["token"], f"side-{int(time.time() * 1000)}")
             children.append(
-                {"checkout": checkout, "process": process, "lander": lander, "cpu": Counter(), "batches": []}
+                {"checkout": checkout, "process": process, "lander": lander, "cpu": Counter(), "batches": [], **started}
             )
             log(f"{checkout}: started ({mode})")
         for child in children:
@@ -416,27 +423,33 @@ def run_side_by_side(
         for round_number in range(rounds):
             for child in children if round_number % 2 == 0 else children[::-1]:
                 before = _ask(child["process"])
-                child["lander"].land(batch)
+                if agents:
+                    run = run_landing(child["url"], child["token"], agents=agents, changes=batch, resolve=False)
+                    done = _integrated(run, str(child["checkout"]))
+                else:
+                    child["lander"].land(batch)
+                    done = batch
                 time.sleep(0.2)  # anything the last landing left to finish after its answer
                 spent = {kind: _spent(before[kind], after) for kind, after in _ask(child["process"]).items()}
                 child["cpu"].update(spent)
-                child["batches"].append(sum(spent.values()) / batch)
+                child["done"] = child.get("done", 0) + done
+                child["batches"].append(sum(spent.values()) / done)
             log(f"round {round_number + 1} of {rounds}")
     finally:
         for child in children:
             child["lander"].close()
             child["process"].stdin.close()  # type: ignore[union-attr]
             child["process"].wait(timeout=120)
-    landed = rounds * batch
     return {
         "mode": mode,
         "rounds": rounds,
         "batch": batch,
+        "agents": agents,
         "probe": {"cpu_loop_ms": cpu_probe_ms()},
         "checkouts": [
             {
                 "checkout": str(child["checkout"]),
-                "cpu_s": {kind: seconds / landed for kind, seconds in child["cpu"].items()},
+                "cpu_s": {kind: seconds / child["done"] for kind, seconds in child["cpu"].items()},
                 "batches_s": child["batches"],
             }
             for child in children
@@ -459,8 +472,8 @@ def format_side_by_side(data: dict[str, Any]) -> str:
     probe = data["probe"]
     first = sum(data["checkouts"][0]["cpu_s"].values())
     lines = [
-        f"{data['mode']}: {data['rounds']} rounds of {data['batch']} landings per checkout, side by side; "
-        f"machine probe {probe['cpu_loop_ms']} ms",
+        f"{data['mode']}: {data['rounds']} rounds of {_batch_of(data)} per checkout, side by side; "
+        f"machine probe {probe['cpu_loop_ms']} ms; CPU per {'change' if data.get('agents') else 'landing'}",
         "",
         f"{'checkout':<40} {'server ms':>10} {'database ms':>12} {'all ms':>8} {'in probes':>10} {'vs first':>9}",
     ]
@@ -472,3 +485,9 @@ def format_side_by_side(data: dict[str, Any]) -> str:
             f"{every * 1000:>8.2f} {_probes(every, probe):>10.3f} {every / first if first else 0:>9.2f}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _batch_of(data: dict[str, Any]) -> str:
+    if data.get("agents"):
+        return f"{data['agents']} agents x {data['batch']} changes"
+    return f"{data['batch']} landings"

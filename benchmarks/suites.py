@@ -437,7 +437,17 @@ def _cost_arguments(parser: argparse.ArgumentParser) -> None:
         "its own, landings alternated between them, for each of --modes",
     )
     parser.add_argument("--rounds", type=positive, default=8, help="with --against: batches per checkout")
-    parser.add_argument("--batch", type=positive, default=50, help="with --against: landings per batch")
+    parser.add_argument(
+        "--batch",
+        type=positive,
+        default=50,
+        help="with --against: landings per batch, or with --scenario each agent's changes per batch",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="store_true",
+        help="with --against: each batch is the landing scenario (--agents agents), CPU per change integrated",
+    )
 
 
 def _cost_run(options: dict[str, Any], log: Log) -> Results:
@@ -482,6 +492,7 @@ def _side_by_side_run(options: dict[str, Any], log: Log) -> Results:
                 mode=mode,
                 rounds=options["rounds"],
                 batch=options["batch"],
+                agents=options["agents"] if options.get("scenario") else 0,
                 server_workers=options["server_workers"],
                 log=_logged_steps(log, step),
             )

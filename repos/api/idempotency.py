@@ -62,9 +62,14 @@ def created(request, make: Callable[[], dict]) -> Response:
     return idempotent(request, lambda: {"body": make()}, lambda record, _replayed: Response(record["body"], status=201))
 
 
-def integration_of(repository, record: dict, replayed: bool, wait_s: float) -> Operation:
-    """The recorded integration operation, waited for up to ``wait_s``. A retry of one that failed
-    with a retryable error (``aborted``: the proposal is untouched) asks to integrate again."""
+def integration_of(
+    repository, record: dict, replayed: bool, wait_s: float, in_hand: Operation | None = None
+) -> Operation:
+    """The recorded integration operation, waited for up to ``wait_s``: ``in_hand``, the one this
+    request queued (and landed), is not read back. A retry of one that failed with a retryable
+    error (``aborted``: the proposal is untouched) asks to integrate again."""
+    if in_hand is not None and not replayed:
+        return integration.wait_for(in_hand, wait_s)
     operation = integration.get_operation(repository, record["operation"])
     if replayed and operation.state == Operation.State.FAILED and (operation.error or {}).get("retryable"):
         operation = integration.request_integration(operation.proposal)

@@ -226,10 +226,18 @@ class IntegrateView(ApiView):
         found = repository(repo)
         proposal = proposals.get_proposal(found, proposal_id)
         require_proposal_stream(request.auth, proposal)
+        in_hand: list[Operation] = []  # the operation this request queued (or landed)
+
+        def act() -> dict:
+            in_hand.append(integration.request_integration(proposal, bypass=bypass))
+            return {"operation": in_hand[0].pk}
+
         return idempotent(
             request,
-            lambda: {"operation": integration.request_integration(proposal, bypass=bypass).pk},
-            lambda record, replayed: operation_answer(integration_of(found, record, replayed, wait)),
+            act,
+            lambda record, replayed: operation_answer(
+                integration_of(found, record, replayed, wait, in_hand[0] if in_hand else None)
+            ),
         )
 
 

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from ..errors import ApiError, PolicyDenied
 from ..models import Operation
-from ..services import integration, landing
+from ..services import landing
 from ..services.credentials import require_scope
 from . import serializers as s
 from .base import ApiView, query_number, repository, validated
@@ -83,10 +83,8 @@ class LandView(ApiView):
             }
 
         def answer(record: dict, replayed: bool) -> Response:
-            if in_hand and not replayed:  # as recorded by this request: not read back
-                operation = integration.wait_for(in_hand[0], wait)
-            else:
-                operation = integration_of(repository(repo), record, replayed, wait)
+            found = None if in_hand and not replayed else repository(repo)  # read only when needed
+            operation = integration_of(found, record, replayed, wait, in_hand[0] if in_hand else None)
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)

@@ -52,7 +52,7 @@ from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_en
 from ..lookups import Insert, Rows, Update, columns, instance
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
 from . import derived, gate, metrics, policies, refmirror
-from .dispatch import Job, after_commit, later
+from .dispatch import Job, after_commit, jobs_run_in_process, later
 from .events import (
     MAX_PATHS,
     PROPOSAL_CONFLICT,
@@ -73,12 +73,18 @@ _FINISHED_PROPOSAL = (Proposal.State.INTEGRATED, Proposal.State.CONFLICTED)
 
 
 def request_integration(proposal: Proposal, *, bypass: dict | None = None) -> Operation:
-    """The operation integrating ``proposal``: its last finished one, or a queued one.
+    """The operation integrating ``proposal``: its last finished one, or a new one, landed in this
+    transaction where it may be, else queued.
 
     Integrating a proposal that already landed (or conflicted) answers the first outcome again;
     asking while one is queued joins it. A closed proposal is refused (and never landed: the
     landing checks again, for one closed while queued). ``bypass`` (an admin's, checked by
     ``policies.check_bypass``) lands it whatever the policy says, and is recorded.
+
+    The stream's landing lock is taken first, as a one-call landing takes it (docs/adr/0029):
+    without workers the operation lands in this transaction, with the rest of the queue; with
+    workers too when the stream's row is free, nothing is queued on it and it requires no checks.
+    Otherwise it is queued and landed after the commit (by a worker, or in this process).
     """
     if proposal.state == Proposal.State.CLOSED:
         raise closed_refusal(proposal)
@@ -86,14 +92,23 @@ def request_integration(proposal: Proposal, *, bypass: dict | None = None) -> Op
         finished = proposal.operations.filter(state=Operation.State.DONE).order_by("-id").first()
         if finished is not None:
             return finished
+    workers = not jobs_run_in_process()
     try:
         with transaction.atomic():
+            locked = _lock_stream_by_id(proposal.stream_id, unless_busy=workers)
             operation = _INSERT_OPERATION.run(
                 Operation(
                     repository_id=proposal.repository_id, stream_id=proposal.stream_id, proposal=proposal, bypass=bypass
                 )
             )
-            _enqueue_on_commit(proposal.stream_id)
+            if locked is None or (workers and not may_land_held(locked)):
+                _enqueue_on_commit(proposal.stream_id)
+            else:
+                # The queue is read under the lock held here (the proposal as it is now, not as
+                # the caller read it) and landed in this transaction: one commit, no hand-off.
+                land_stream(proposal.stream_id, locked)
+                operation = next((landed for landed in locked.batch if landed.pk == operation.pk), operation)
+                operation.stream, operation.repository = locked.stream, locked.stream.repository
     except IntegrityError:  # one is queued already (the partial unique constraint)
         operation = Operation.objects.get(proposal=proposal, state=Operation.State.QUEUED)
         # Asking again also drives the landing: the first landing may have failed (a lost
@@ -195,11 +210,12 @@ def wait_for(operation: Operation, timeout_s: float) -> Operation:
 
 @dataclass
 class Held:
-    """What a one-call landing without workers holds in its own transaction when it lands the
-    stream there (repos/services/landing.py): the stream's row, locked by :func:`lock_stream`
-    before anything else, with its repository; whether operations were queued on it then; and
-    the one operation it queued since with its proposal and revision 1 (``opening``), none of
-    them written yet. The landing reads none of them again. When it lands the operation at once
+    """What a request holds in its own transaction when it lands the stream there: the stream's
+    row, locked by :func:`lock_stream` before anything else, with its repository, and whether
+    operations were queued on it then. The integrate endpoint (:func:`request_integration`)
+    holds no operation: its landing reads the queue. A one-call landing (repos/services/
+    landing.py) also holds the one operation it queued since, with its proposal and revision 1
+    (``opening``), none of them written yet, and the landing reads none of them again. When it lands the operation at once
     by a fast-forward without a policy to judge it, it inserts the three rows in their final
     state (docs/adr/0024); otherwise it writes them queued first (:meth:`write_rows`) and
     updates them as it updates every operation, and with operations queued before it, or a
@@ -215,6 +231,10 @@ class Held:
     #: the proposal's id.
     fast_forward: bool = False
     events: list[tuple[str, dict]] = field(default_factory=list)
+    #: The operations the landing read from the queue under this lock, as it left them (done,
+    #: failed, or still queued): without an ``operation`` held, the landing reads the queue as
+    #: every landing does, in the caller's transaction (the integrate endpoint's).
+    batch: list[Operation] = field(default_factory=list)
 
     def write_rows(self) -> None:
         """Insert the proposal, its revision and its operation as they stand (open, queued),
@@ -264,9 +284,20 @@ def lock_stream(repository: str, name: str, *, unless_busy: bool = False) -> Hel
             return None  # busy, or missing: the caller reads the stream, and its NotFound is the one
         find_stream(repository, name)  # raises the one NotFound
         raise NotFound(f"no stream named {name!r} in {repository}")  # (deleted meanwhile)
-    stream = instance(Stream, using, rows[0])
-    stream.repository = instance(Repository, using, rows[0], _STREAM_COLUMNS)
-    return Held(stream, bool(rows[0][-1]))
+    return _held(using, rows[0])
+
+
+def _lock_stream_by_id(stream_id: int, *, unless_busy: bool) -> Held | None:
+    """:func:`lock_stream` by the stream's id; None also when the stream is gone."""
+    query = _LOCKED_BY_ID_UNLESS_BUSY if unless_busy else _LOCKED_BY_ID
+    using, rows = query.all(stream_id, model=Stream, limit=1)
+    return _held(using, rows[0]) if rows else None
+
+
+def _held(using: str, row: list) -> Held:
+    stream = instance(Stream, using, row)
+    stream.repository = instance(Repository, using, row, _STREAM_COLUMNS)
+    return Held(stream, bool(row[-1]))
 
 
 def land_stream(stream_id: int, held: Held | None = None) -> int:
@@ -385,25 +416,35 @@ _LOCKED_STREAM = Rows(
 _STREAM_COLUMNS = len(columns(Stream))
 
 
-def _locked_by_name(*, skip_locked: bool) -> Rows:
-    """:func:`lock_stream`'s query: as ``_LOCKED_STREAM``, by name, with whether operations are
-    queued; with ``skip_locked``, no row rather than a wait when another transaction holds it."""
+def _locked_with_queue(where: Callable[..., dict], *kinds: type, skip_locked: bool) -> Rows:
+    """:func:`lock_stream`'s query: as ``_LOCKED_STREAM``, found by ``where``, with whether
+    operations are queued; with ``skip_locked``, no row rather than a wait when another
+    transaction holds it."""
     return Rows(
-        lambda repository, name: (
+        lambda *values: (
             Stream.objects.select_for_update(of=("self",), no_key=True, skip_locked=skip_locked)
-            .filter(repository__name=repository, name=name)
+            .filter(**where(*values))
             .order_by()
             .annotate(queued=Exists(Operation.objects.filter(stream=OuterRef("pk"), state=Operation.State.QUEUED)))
             .values_list(*columns(Stream), *columns(Repository, "repository__"), "queued")
         ),
-        str,
-        str,
+        *kinds,
         write=True,
     )
 
 
-_LOCKED_BY_NAME = _locked_by_name(skip_locked=False)
-_LOCKED_BY_NAME_UNLESS_BUSY = _locked_by_name(skip_locked=True)
+def _by_name(repository, name) -> dict:
+    return {"repository__name": repository, "name": name}
+
+
+def _by_id(stream) -> dict:
+    return {"pk": stream}
+
+
+_LOCKED_BY_NAME = _locked_with_queue(_by_name, str, str, skip_locked=False)
+_LOCKED_BY_NAME_UNLESS_BUSY = _locked_with_queue(_by_name, str, str, skip_locked=True)
+_LOCKED_BY_ID = _locked_with_queue(_by_id, int, skip_locked=False)
+_LOCKED_BY_ID_UNLESS_BUSY = _locked_with_queue(_by_id, int, skip_locked=True)
 _OPERATION_COLUMNS = len(columns(Operation))
 #: The queued operations in order, each with its proposal and the proposal's author (and user).
 _QUEUED = Rows(
@@ -484,7 +525,7 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
     its compare-and-swap, the one step that raises to be tried again (and cannot fail under the
     caller's lock). Otherwise the caller's event is written and the landing is every landing.
     """
-    if held is not None and not _holds_the_queue(held):
+    if held is not None and held.operation is not None and not _holds_the_queue(held):
         held.write_pending()
         held = None
     with transaction.atomic() if held is None else contextlib.nullcontext():
@@ -499,6 +540,8 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
             # proposal's id, and a policy judges the proposal as it is stored (its reviews).
             held.write_rows()
         operations = _queued(stream, batch_size) if held is None or held.operation is None else [held.operation]
+        if held is not None:
+            held.batch = operations
         if not operations:
             return 0, False
         crash_point("operation_recorded")

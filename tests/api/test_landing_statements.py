@@ -34,3 +34,29 @@ def test_a_one_file_landing_runs_a_known_number_of_statements(api):
     assert response.status_code == 200 and response.json()["outcome"] == "fast_forward"
     statements = "\n".join(query["sql"][:160] for query in queries.captured_queries)
     assert len(queries) == LANDING_STATEMENTS, statements
+
+
+#: Statements of an integrate request without workers: the repository and the proposal read,
+#: then one transaction (the stream locked, the operation queued, the queue read and landed).
+#: Before docs/adr/0029 the operation was committed first, landed in a second transaction after
+#: it, and read back for the answer.
+INTEGRATE_STATEMENTS = 15
+
+
+def test_an_integrate_request_lands_in_its_own_transaction(api):
+    """Without workers the integrate endpoint lands the proposal in the transaction that queues
+    it (docs/adr/0029): one commit, the answer from what it landed, nothing read back."""
+    for n in range(3):
+        assert _land(api, n).status_code == 200
+    proposal = api.propose(api.write(api.head(), {"g.txt": "g\n"}))
+
+    with CaptureQueriesContext(connection) as queries:
+        response = api.post(f"/proposals/{proposal}/integrate", {})
+
+    assert response.status_code == 200 and response.json()["outcome"] == "fast_forward"
+    statements = [query["sql"] for query in queries.captured_queries]
+    listed = "\n".join(statement[:160] for statement in statements)
+    assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] and statements[-1] == "COMMIT", (
+        listed
+    )
+    assert len(statements) == INTEGRATE_STATEMENTS, listed

@@ -286,7 +286,7 @@ def test_an_admin_bypass_lands_and_is_recorded(repo, client_for):
     assert [(event["proposal"], event["reason"]) for event in bypassed] == [(proposal, "hotfix for the outage")]
 
 
-def test_an_approval_withdrawn_while_the_landing_waits_is_seen(repo, settings):
+def test_an_approval_withdrawn_while_the_landing_waits_is_seen(repo, settings, stream_busy):
     """The judgment reads the reviews in the landing's own transaction: a landing queued with an
     approval that is withdrawn before the queue runs is refused."""
     agent, admin = repo
@@ -300,7 +300,7 @@ def test_an_approval_withdrawn_while_the_landing_waits_is_seen(repo, settings):
     from repos.services.repositories import get_repository
 
     found = proposals.get_proposal(get_repository("demo"), proposal)
-    with transaction.atomic():  # queued here; it lands when this commits
+    with transaction.atomic():  # queued here (the stream busy); it lands when this commits
         operation = integration.request_integration(found)
         assert alice.client.delete(alice.url(f"/proposals/{proposal}/reviews/{approval['id']}")).status_code == 200
     operation.refresh_from_db()

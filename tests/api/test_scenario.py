@@ -168,7 +168,7 @@ def test_rename_against_edit_lands_the_edit_at_the_new_path(api):
     assert api.get("/files/main/docs/old.txt").status_code == 404
 
 
-def test_integrate_answers_202_with_the_operation_when_it_waits_zero(api, monkeypatch):
+def test_integrate_answers_202_with_the_operation_when_it_waits_zero(api, monkeypatch, stream_busy):
     from repos.services import integration
 
     base = api.write(None, {"f.txt": "x\n"})

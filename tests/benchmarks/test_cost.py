@@ -67,17 +67,28 @@ def test_a_small_run_lands_everything_and_counts_what_it_must():
     assert "statements" in results.table and "embedded" in results.table
 
 
-def test_two_checkouts_side_by_side_each_land_every_batch_and_count_their_cpu():
-    # This checkout against itself: two deployments, the landings alternated between them.
+@pytest.mark.parametrize("scenario", [False, True], ids=["sequential", "scenario"])
+def test_two_checkouts_side_by_side_each_land_every_batch_and_count_their_cpu(scenario):
+    # This checkout against itself: two deployments, the landings (or the scenario's batches of
+    # three agents with two changes each) alternated between them.
     here = Path(__file__).resolve().parents[2]
-    options = {"modes": ["embedded"], "server_workers": 1, "against": [here], "rounds": 2, "batch": 6}
-    results = SUITES["cost"].run(options, lambda text: None)
+    options = {
+        "modes": ["embedded"],
+        "server_workers": 1,
+        "against": [here],
+        "rounds": 2,
+        "batch": 2 if scenario else 6,
+    }
+    results = SUITES["cost"].run({**options, "scenario": scenario, "agents": 3}, lambda text: None)
 
     [run] = results.data["side_by_side"]
     assert [row["checkout"] for row in run["checkouts"]] == [str(Path.cwd()), str(here)]
+    assert run["agents"] == (3 if scenario else 0)
     for row in run["checkouts"]:
-        assert len(row["batches_s"]) == 2 and row["cpu_s"]["server"] > 0  # Lander asserts each landed
+        # Lander asserts each landing; a scenario's batch, that its changes were integrated.
+        assert len(row["batches_s"]) == 2 and row["cpu_s"]["server"] > 0
     assert "vs first" in results.table and results.data["side_by_side"][0]["probe"]["cpu_loop_ms"] > 0
+    assert ("3 agents x 2 changes" in results.table) == scenario
 
 
 def test_a_checkout_that_is_not_agentgit_is_refused(tmp_path):

@@ -12,10 +12,12 @@ end-to-end tests need: git as an oracle, direct reads of the deployment's databa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.cycle import LoadResult, prepare_repository, run_writers, writer_files
@@ -25,7 +27,7 @@ __all__ = [  # re-exported for the tests
     "ApiClient", "ApiFailure", "Deployment", "DeploymentError", "LoadResult", "Process",
     "prepare_repository", "run_writers", "writer_files",
     "LANDING_TIMEOUT_S", "TEXT", "blob_id", "git", "fsck", "rev_list",
-    "sql", "operations_of", "events_of", "queued_operations",
+    "sql", "operations_of", "events_of", "queued_operations", "stream_held",
 ]  # fmt: skip
 
 #: A generous bound on waiting for an integration to land: a loaded 2-core CI machine is slow, but
@@ -110,3 +112,18 @@ def derived_changesets(deployment: Deployment, repository: str) -> set[str]:
 
 def queued_operations(deployment: Deployment) -> int:
     return sql(deployment, "SELECT count(*) FROM repos_operation WHERE state = 'queued'")[0][0]
+
+
+@contextlib.contextmanager
+def stream_held(deployment: Deployment, repository: str, stream: str) -> Iterator[None]:
+    """Another transaction holds the stream's row (PostgreSQL), as a worker landing it does: an
+    integrate or one-call landing request queues its operation for the workers instead of landing
+    it in its own transaction (docs/adr/0026, 0029), and a worker lands it once this ends."""
+    assert deployment.database is not None, "the production deployment's database"
+    with deployment.database.connect() as lander, lander.transaction():
+        lander.execute(
+            "SELECT 1 FROM repos_stream WHERE name = %s AND repository_id ="
+            " (SELECT id FROM repos_repository WHERE name = %s) FOR NO KEY UPDATE",
+            (stream, repository),
+        )
+        yield

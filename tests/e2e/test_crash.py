@@ -31,6 +31,7 @@ from .support import (
     operations_of,
     queued_operations,
     sql,
+    stream_held,
 )
 
 
@@ -57,7 +58,8 @@ def test_a_worker_killed_while_landing_is_recovered_exactly_once(production, cli
     proposal = client.open_proposal(repo, mine, stream="target")["id"]
 
     crashing = production.start_worker(env={"AGENTGIT_CRASH_AT": point}, pool="solo")
-    answer = client.integrate_raw(repo, proposal, wait=0)
+    with stream_held(production, repo, "target"):  # queued for the worker, not landed by the request
+        answer = client.integrate_raw(repo, proposal, wait=0)
     assert answer.status_code == 202, answer.text
     operation = answer.json()["operation"]
 

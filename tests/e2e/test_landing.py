@@ -10,7 +10,7 @@ import pytest
 
 from agentgit import Client, write
 
-from .support import LANDING_TIMEOUT_S
+from .support import LANDING_TIMEOUT_S, stream_held
 
 
 def test_a_queued_landing_is_retried_into_its_outcome_once(production, request):
@@ -22,11 +22,7 @@ def test_a_queued_landing_is_retried_into_its_outcome_once(production, request):
 
         # Another transaction holds the stream as a worker landing it does, and no worker
         # runs: the landing is recorded and queued, and answers 202 with what it made.
-        with production.database.connect() as lander, lander.transaction():
-            lander.execute(
-                "SELECT 1 FROM repos_stream WHERE name = 'main' AND repository_id ="
-                " (SELECT id FROM repos_repository WHERE name = 'queued') FOR NO KEY UPDATE"
-            )
+        with stream_held(production, "queued", "main"):
             first = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})
             assert first.status_code == 202, first.text
             again = http.post("/repos/queued/streams/main/land", json=body, headers=key, params={"wait": 0.3})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from .support import LANDING_TIMEOUT_S, ApiClient
+from .support import LANDING_TIMEOUT_S, ApiClient, stream_held
 
 
 def scrape(url: str) -> dict[tuple[str, tuple], float]:
@@ -26,7 +26,8 @@ def test_the_queue_and_the_integrations_the_workers_land_are_in_the_servers_scra
         client.create_repo("metered")
         head = client.write("metered", None, {"a.txt": "a\n"}, "first")
         first = client.open_proposal("metered", head)["id"]
-        queued = client.integrate_raw("metered", first, wait=0.2)
+        with stream_held(production, "metered", "main"):  # as a worker landing it holds it
+            queued = client.integrate_raw("metered", first, wait=0.2)
         assert queued.status_code == 202  # no worker yet: it waits in the queue
 
         waiting = scrape(production.url)

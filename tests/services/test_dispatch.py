@@ -43,7 +43,7 @@ def queued_operation() -> Operation:
     return integration.request_integration(open_proposal(repository, stream="main", head=head.commit_id))
 
 
-def test_without_a_broker_a_landing_that_meets_a_transient_error_is_retried_and_lands(monkeypatch):
+def test_without_a_broker_a_landing_that_meets_a_transient_error_is_retried_and_lands(monkeypatch, stream_busy):
     tries = fail_first(monkeypatch)
 
     operation = integration.wait_for(queued_operation(), timeout_s=10)  # the first retry: within 1 s

@@ -76,7 +76,7 @@ def test_a_conflict_leaves_the_stream_and_integrating_again_gives_the_same_answe
     assert Event.objects.filter(kind="proposal.conflict").count() == 1
 
 
-def test_operations_left_queued_by_a_crash_are_landed_once_by_recovery(monkeypatch):
+def test_operations_left_queued_by_a_crash_are_landed_once_by_recovery(monkeypatch, stream_busy):
     repository = create_repository("demo")
     base = write(repository, None, {"a.txt": "a\n"})
     # A crash before the landing: the operation is recorded, nothing else happened.
@@ -97,6 +97,7 @@ def test_asking_again_lands_an_operation_whose_landing_was_lost(monkeypatch):
     proposal = open_proposal(repository, stream="main", head=base)
     with monkeypatch.context() as lost:  # the landing after the first request never ran
         lost.setattr(integration, "_enqueue_on_commit", lambda stream_id: None)
+        lost.setattr(integration, "_lock_stream_by_id", lambda stream_id, unless_busy: None)  # queued, not landed
         first = integration.request_integration(proposal)
     assert first.state == "queued"
     again = integration.request_integration(proposal)  # the agent retries
@@ -132,7 +133,7 @@ def test_the_retry_wait_is_bounded_spread_and_deterministic():
     assert integration.backoff_ms(7, 9, 32) != integration.backoff_ms(8, 9, 32)
 
 
-def test_a_landing_asked_for_while_another_thread_lands_the_stream_is_landed_by_that_thread(monkeypatch):
+def test_a_landing_asked_for_while_another_thread_lands_the_stream_is_landed_by_that_thread(monkeypatch, stream_busy):
     """Calls to land one stream coalesce in a process: the second returns at once, and the thread
     at work looks at the queue once more before it stops, so what was queued meanwhile lands."""
     repository = create_repository("demo")
