@@ -199,13 +199,25 @@ def wait_for(operation: Operation, timeout_s: float) -> Operation:
     pause = 0.005
     while operation.state == Operation.State.QUEUED:
         # Refresh before the first pause: when Celery is eager the operation has landed already
-        # (on commit, before this is called), and the copy in hand still says queued.
-        operation.refresh_from_db(fields=["state", "outcome", "error", "attempts", "finished"])
+        # (on commit, before this is called), and the copy in hand still says queued. A compiled
+        # read: under many agents a request polls a dozen times while the queue drains.
+        _using, rows = _OPERATION_STATE.all(operation.pk, model=Operation, limit=1)
+        if not rows:  # deleted with its stream meanwhile
+            raise NotFound(f"operation {operation.pk} is gone: its stream was deleted")
+        operation.state, operation.outcome, operation.error, operation.attempts, operation.finished = rows[0]
         if operation.state != Operation.State.QUEUED or time.monotonic() >= deadline:
             break
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, 0.1)
     return operation
+
+
+_OPERATION_STATE = Rows(
+    lambda operation: Operation.objects.filter(pk=operation).values_list(
+        "state", "outcome", "error", "attempts", "finished"
+    ),
+    int,
+)
 
 
 @dataclass

@@ -60,12 +60,23 @@ class DatabaseJournal(PackJournal):
 def checkpoint(name: str) -> int:
     """Sync the files of the packs the journal keeps for repository ``name`` and forget them:
     run by whoever repacks it (its roll-ups, maintenance) while holding its repack lock, when
-    most of them were just folded into a pack git synced. How many were forgotten."""
-    rows = list(JournaledPack.objects.filter(repository__name=name).values_list("pk", "name"))
-    if rows:
-        store_for(name).sync_packs(pack for _pk, pack in rows)
-        JournaledPack.objects.filter(pk__in=[pk for pk, _pack in rows]).delete()
+    most of them were just folded into a pack git synced. How many were forgotten. Plain SQL, as
+    the journal's insert: it runs after every roll-up, where the ORM's query and its deletion
+    collector cost a landing more than the statements."""
+    with connection.cursor() as cursor:
+        cursor.execute(_JOURNALED, [name])
+        rows = cursor.fetchall()
+        if rows:
+            store_for(name).sync_packs(pack for _pk, pack in rows)
+            cursor.execute(_FORGET.format(", ".join(["%s"] * len(rows))), [pk for pk, _pack in rows])
     return len(rows)
+
+
+_JOURNALED = (
+    f"SELECT j.id, j.name FROM {JournaledPack._meta.db_table} j"
+    f" JOIN {Repository._meta.db_table} r ON r.id = j.repository_id WHERE r.name = %s"
+)
+_FORGET = f"DELETE FROM {JournaledPack._meta.db_table} WHERE id IN ({{}})"
 
 
 def restore_journaled() -> int:
