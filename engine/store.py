@@ -156,11 +156,14 @@ class ObjectStore(ABC):
         self.cache_stats.count("commit", hit=commit is not None)
         if commit is None:
             commit = decode_commit(self._read_kind(oid, COMMIT))
-            with self._lock:
-                self._commit_cache[oid] = commit
-                if len(self._commit_cache) > _COMMIT_CACHE_SIZE:
-                    self._commit_cache.popitem(last=False)
+            self._remember_commit(oid, commit)
         return commit
+
+    def _remember_commit(self, oid: ObjectId, commit: Commit) -> None:
+        with self._lock:
+            self._commit_cache[oid] = commit
+            if len(self._commit_cache) > _COMMIT_CACHE_SIZE:
+                self._commit_cache.popitem(last=False)
 
     def _remember_tree(self, oid: ObjectId, tree: Tree) -> None:
         with self._lock:
@@ -212,6 +215,7 @@ class ObjectBatch:
         self.store = store
         self._objects: dict[ObjectId, tuple[str, bytes]] = {}
         self._trees: dict[ObjectId, Tree] = {}
+        self._commits: dict[ObjectId, Commit] = {}
 
     def add(self, kind: str, raw: bytes) -> ObjectId:
         oid = hash_object(kind, raw)
@@ -224,7 +228,9 @@ class ObjectBatch:
         return oid
 
     def add_commit(self, commit: Commit) -> ObjectId:
-        return self.add(COMMIT, commit.encode())
+        oid = self.add(COMMIT, commit.encode())
+        self._commits[oid] = commit
+        return oid
 
     def read_tree(self, oid: ObjectId) -> Tree:
         """A tree from this batch or the store."""
@@ -244,13 +250,18 @@ class ObjectBatch:
         return len(self._objects)
 
     def flush(self) -> None:
-        """Write every pending object durably (one batch), then cache the parsed trees."""
+        """Write every pending object durably (one batch), then cache the parsed trees and
+        commits: the next landing on a stream reads the head this one wrote (without the cache,
+        a libgit2 miss and a rescan of the pack directory for the pack just written)."""
         if self._objects:
             self.store.add_many(self._objects.values())
         for oid, tree in self._trees.items():
             self.store._remember_tree(oid, tree)
+        for oid, commit in self._commits.items():
+            self.store._remember_commit(oid, commit)
         self._objects.clear()
         self._trees.clear()
+        self._commits.clear()
 
 
 # ------------------------------------------------------------------------------ memory

@@ -68,6 +68,27 @@ def test_cache_lookups_are_counted_as_hits_and_misses_in_a_shared_count(disk_sto
     assert first.cache_stats is stats and MemoryStore().cache_stats.snapshot()[("tree", True)] == 0
 
 
+def test_the_commits_and_trees_a_batch_wrote_are_read_from_the_cache_as_git_stored_them(disk_store):
+    from engine.objects import decode_commit, decode_tree
+    from engine.store import ObjectBatch
+
+    batch = ObjectBatch(disk_store)
+    tree = batch.add_tree(Tree({"a": Entry(MODE_FILE, batch.add(BLOB, b"x"))}))
+    who = Signature("a b", "a@example.com", 1_700_000_000, -90)
+    commit = batch.add_commit(Commit(tree, (), who, who, "subject\n\nbody \udcff\n"))
+    batch.flush()
+    misses = disk_store.cache_stats.snapshot()
+
+    read_commit, read_tree = disk_store.read_commit(commit), disk_store.read_tree(tree)
+
+    # The next landing reads the head this one wrote: no libgit2 miss, and what it parses from
+    # the pack is the same commit and tree.
+    assert disk_store.cache_stats.snapshot()[("commit", True)] == misses[("commit", True)] + 1
+    assert disk_store.cache_stats.snapshot()[("tree", True)] == misses[("tree", True)] + 1
+    assert read_commit == decode_commit(DiskStore(disk_store.path).read(commit)[1])
+    assert read_tree == decode_tree(DiskStore(disk_store.path).read(tree)[1])
+
+
 @pytest.mark.parametrize("bad", ["", "abc", "G" * 40, "A" * 40, "0" * 39, None, 7])
 def test_malformed_ids_are_refused_with_a_stable_code(bad):
     with pytest.raises(InvalidObjectId) as caught:
