@@ -224,15 +224,17 @@ _OPERATION_STATE = Rows(
 class Held:
     """What a request holds in its own transaction when it lands the stream there: the stream's
     row, locked by :func:`lock_stream` before anything else, with its repository, and whether
-    operations were queued on it then. The integrate endpoint (:func:`request_integration`)
-    holds no operation: its landing reads the queue. A one-call landing (repos/services/
-    landing.py) also holds the one operation it queued since, with its proposal and revision 1
-    (``opening``), none of them written yet, and the landing reads none of them again. When it lands the operation at once
-    by a fast-forward without a policy to judge it, it inserts the three rows in their final
-    state (docs/adr/0024); otherwise it writes them queued first (:meth:`write_rows`) and
-    updates them as it updates every operation, and with operations queued before it, or a
-    policy that requires checks, it writes them with their event and reads the queue as every
-    other landing does (:meth:`write_pending`)."""
+    operations were queued on it then.
+
+    The integrate endpoint (:func:`request_integration`) holds no operation: its landing reads
+    the queue. A one-call landing (repos/services/landing.py) also holds the one operation it
+    queued since, with its proposal and revision 1 (``opening``), none of them written yet, and
+    the landing reads none of them again. When it lands that operation at once by a
+    fast-forward without a policy to judge it, it inserts the three rows in their final state
+    (docs/adr/0024); otherwise it writes them queued first (:meth:`write_rows`) and updates them
+    as it updates every operation, and with operations queued before it, or a policy that
+    requires checks, it writes them with their event and reads the queue as every other landing
+    does (:meth:`write_pending`)."""
 
     stream: Stream
     queued_before: bool
