@@ -415,7 +415,15 @@ def run_side_by_side(
                 raise RuntimeError(f"{checkout}: the deployment did not start")
             lander = Lander(started["url"], started["token"], f"side-{int(time.time() * 1000)}")
             children.append(
-                {"checkout": checkout, "process": process, "lander": lander, "cpu": Counter(), "batches": [], **started}
+                {
+                    "checkout": checkout,
+                    "process": process,
+                    "lander": lander,
+                    "cpu": Counter(),
+                    "batches": [],
+                    "done": 0,
+                    **started,
+                }
             )
             log(f"{checkout}: started ({mode})")
         for child in children:
@@ -432,7 +440,7 @@ def run_side_by_side(
                 time.sleep(0.2)  # anything the last landing left to finish after its answer
                 spent = {kind: _spent(before[kind], after) for kind, after in _ask(child["process"]).items()}
                 child["cpu"].update(spent)
-                child["done"] = child.get("done", 0) + done
+                child["done"] += done
                 child["batches"].append(sum(spent.values()) / done)
             log(f"round {round_number + 1} of {rounds}")
     finally:

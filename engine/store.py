@@ -526,8 +526,7 @@ def pack_index(entries: list[tuple[bytes, int, int]], pack_checksum: bytes) -> b
     count = len(entries)
     body = b"".join(
         [
-            b"\377tOc",
-            struct.pack(">I", 2),
+            _INDEX_HEADER,
             struct.pack(">256I", *itertools.accumulate(counts)),
             b"".join(oid for oid, _offset, _crc in entries),
             struct.pack(f">{count}I", *(crc for _oid, _offset, crc in entries)),
@@ -633,9 +632,7 @@ class DiskStore(ObjectStore):
 
     def _write_pack(self, objects: list[tuple[ObjectId, str, bytes]]) -> None:
         """One pack of undeltified objects plus its v2 index; each file fsynced once."""
-        chunks = []
-        offset = 12
-        index_entries = []
+        entries = []
         for oid, kind, raw in objects:
             size = len(raw)
             header = bytearray()
@@ -647,18 +644,19 @@ class DiskStore(ObjectStore):
                 size >>= 7
             header.append(byte)
             entry = bytes(header) + _compress(raw)
-            index_entries.append((bytes.fromhex(oid), offset, zlib.crc32(entry)))
-            chunks.append(entry)
-            offset += len(entry)
-        self._write_pack_files(chunks, index_entries, journal=self._journal)
+            entries.append((bytes.fromhex(oid), zlib.crc32(entry), entry))
+        self._write_pack_files(entries, journal=self._journal)
 
-    def _write_pack_files(
-        self, entries: list[bytes], index_entries: list[tuple[bytes, int, int]], *, journal: PackJournal | None
-    ) -> str:
-        """The pack of ``entries`` (each at the offset ``index_entries`` gives it) and its index,
+    def _write_pack_files(self, entries: list[tuple[bytes, int, bytes]], *, journal: PackJournal | None) -> str:
+        """The pack of ``entries`` (``(binary id, crc32, entry)``, in pack order) and its index,
         durable before this returns: kept by ``journal`` in the caller's transaction if it takes
         it, else the pack and the directory fsynced. The pack's name."""
-        body = b"".join([b"PACK", struct.pack(">II", 2, len(entries)), *entries])
+        index_entries = []
+        offset = 12  # after the pack's header
+        for oid, crc, entry in entries:
+            index_entries.append((oid, offset, crc))
+            offset += len(entry)
+        body = b"".join([b"PACK", struct.pack(">II", 2, len(entries)), *[entry for _oid, _crc, entry in entries]])
         checksum = sha1(body).digest()
         name = "pack-" + checksum.hex()
         pack = body + checksum
@@ -705,25 +703,18 @@ class DiskStore(ObjectStore):
                 continue
         candidates.sort()
         folded: list[str] = []
-        chunks: list[bytes] = []
-        index_entries: list[tuple[bytes, int, int]] = []
-        seen: set[bytes] = set()
-        offset = 12
+        copied: dict[bytes, tuple[bytes, int, bytes]] = {}  # by id: each object once, in pack order
         for _count, name in candidates[: geometric_split([count for count, _name in candidates], factor)]:
             spans = self._whole_object_spans(name)
             if spans is None:
                 self._not_foldable.add(name)
                 continue
-            for oid, crc, entry in spans:
-                if oid not in seen:
-                    seen.add(oid)
-                    index_entries.append((oid, offset, crc))
-                    chunks.append(entry)
-                    offset += len(entry)
+            for span in spans:
+                copied.setdefault(span[0], span)
             folded.append(name)
         if len(folded) < 2:
             return 0
-        name = self._write_pack_files(chunks, index_entries, journal=None)  # fsynced: the old ones go
+        name = self._write_pack_files(list(copied.values()), journal=None)  # fsynced: the old ones go
         for old in folded:
             if old == name:
                 continue

@@ -20,8 +20,6 @@ from typing import NamedTuple
 
 from django.db import transaction
 
-from engine.integrate import Outcome
-
 from ..errors import Invalid
 from ..models import Changeset, Credential, Operation, Proposal, Repository
 from . import content, integration, proposals, refmirror
@@ -106,20 +104,13 @@ def land(
         held.operation, held.opening = integration.new_operation(opening.proposal), opening
         held.fast_forward = target.head is None or target.head in changeset.parents
         integration.land_stream(target.pk, held)
-        if not _reached(held.operation):
-            # Conflicted or refused: no stream names the changeset, so its own ref must (it had
-            # none: a landing that lands it needs none, two ref files fewer, docs/adr/0028).
+        if opening.proposal.state != Proposal.State.INTEGRATED:
+            # Conflicted, refused or still queued: no stream names the changeset, so its own ref
+            # must (it had none: a landing that lands it needs none, two ref files fewer,
+            # docs/adr/0028).
             commit_id = changeset.commit_id
             transaction.on_commit(lambda: refmirror.protect_changeset(found.name, commit_id))
     return Landing(changeset, opening.proposal, held.operation)
-
-
-#: The outcomes after which the stream's head reaches the proposal's head.
-_REACHED = {Outcome.FAST_FORWARD.value, Outcome.MERGE.value, Outcome.ALREADY_INTEGRATED.value}
-
-
-def _reached(operation: Operation) -> bool:
-    return operation.state == Operation.State.DONE and (operation.outcome or {}).get("outcome") in _REACHED
 
 
 def _name(repository: Repository | str) -> str:

@@ -219,14 +219,11 @@ def test_a_landing_reads_back_as_it_answered_and_announces_the_proposal_first(ap
     assert events[1][2]["head"] == answer["stream_head"] and events[1][2]["paths"] == ["b.txt"]
 
 
-def test_a_landing_behind_a_queued_operation_lands_after_it(api):
+def test_a_landing_behind_a_queued_operation_lands_after_it(api, stream_busy):
     # Given a proposal queued on the stream and not landed yet
     base = land(api, {"message": "base", "operations": [{"op": "write", "path": "a.txt", "content": "a\n"}]})
     queued = api.propose(api.write(base.json()["changeset"], {"q.txt": "q\n"}))
-    with (
-        patch.object(integration, "_enqueue_on_commit"),
-        patch.object(integration, "_lock_stream_by_id", return_value=None),
-    ):
+    with patch.object(integration, "_enqueue_on_commit"):
         assert api.post(f"/proposals/{queued}/integrate", {}, wait=0).status_code == 202
 
     # When a change lands in one call

@@ -91,13 +91,12 @@ def test_operations_left_queued_by_a_crash_are_landed_once_by_recovery(monkeypat
     assert Event.objects.filter(kind="stream.integrate").count() == 1
 
 
-def test_asking_again_lands_an_operation_whose_landing_was_lost(monkeypatch):
+def test_asking_again_lands_an_operation_whose_landing_was_lost(monkeypatch, stream_busy):
     repository = create_repository("demo")
     base = write(repository, None, {"a.txt": "a\n"})
     proposal = open_proposal(repository, stream="main", head=base)
     with monkeypatch.context() as lost:  # the landing after the first request never ran
         lost.setattr(integration, "_enqueue_on_commit", lambda stream_id: None)
-        lost.setattr(integration, "_lock_stream_by_id", lambda stream_id, unless_busy: None)  # queued, not landed
         first = integration.request_integration(proposal)
     assert first.state == "queued"
     again = integration.request_integration(proposal)  # the agent retries
