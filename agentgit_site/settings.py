@@ -259,6 +259,14 @@ if os.environ.get("DATABASE_URL"):
             "max_size": _env_int("AGENTGIT_DB_POOL_MAX", 20),
             "timeout": 10,
         }
+        # Parameters bound by the server, and every statement prepared on a connection the first
+        # time it runs there (psycopg keeps each connection's last 100): PostgreSQL then neither
+        # parses nor, after a few runs, plans a landing's statements again, a third of its CPU on
+        # one (docs/adr/0030). Django leaves both off for transaction-mode poolers such as
+        # pgbouncer, which lose a session's prepared statements; psycopg's pool keeps one session
+        # per connection. Behind such a pooler, set AGENTGIT_DB_PREPARED=0.
+        if _env_bool("AGENTGIT_DB_PREPARED", True):
+            DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=0)
 else:
     DATABASES = {
         "default": {

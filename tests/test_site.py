@@ -1,6 +1,8 @@
 """The site as served: health check, database durability settings, admin, a real server."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -19,7 +21,7 @@ from agentgit_site.middleware import (
     WebMessageMiddleware,
     WebSessionMiddleware,
 )
-from tests.deployment import Deployment
+from tests.deployment import BASE_DIR, POSTGRES_ADMIN_URL, Deployment
 
 
 def test_healthz_answers_ok_json(client):
@@ -67,6 +69,43 @@ def test_sqlite_connection_is_wal_with_full_sync_and_busy_timeout():
     assert _pragma("journal_mode") == "wal"
     assert _pragma("synchronous") == 2  # FULL
     assert _pragma("busy_timeout") > 0
+
+
+#: Run by the production settings against PostgreSQL: one statement with a parameter, then what
+#: this session holds prepared.
+_PREPARED_SCRIPT = """
+import django
+django.setup()
+from django.db import connection
+with connection.cursor() as cursor:
+    cursor.execute("SELECT %s::integer + 1 AS answer", [41])
+    assert cursor.fetchone() == (42,)
+    cursor.execute("SELECT statement FROM pg_prepared_statements")
+    print(sum("answer" in statement for (statement,) in cursor.fetchall()))
+"""
+
+
+@pytest.mark.parametrize("switch, prepared", [(None, "1"), ("0", "0")])
+def test_postgresql_statements_are_prepared_unless_switched_off(tmp_path, switch, prepared):
+    """With DATABASE_URL, PostgreSQL prepares each statement a connection runs (docs/adr/0030);
+    AGENTGIT_DB_PREPARED=0, for a transaction-mode pooler such as pgbouncer, keeps Django's
+    client-side binding, which prepares nothing."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGENTGIT_", "DJANGO_", "DATABASE_", "PROMETHEUS_"))
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="agentgit_site.settings",
+        DATABASE_URL=POSTGRES_ADMIN_URL,
+        AGENTGIT_DATA_DIR=str(tmp_path),
+        **({"AGENTGIT_DB_PREPARED": switch} if switch is not None else {}),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _PREPARED_SCRIPT], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == prepared
 
 
 @pytest.mark.django_db(transaction=True)
