@@ -35,7 +35,7 @@ import merge3
 import patiencediff
 
 from .changeset import apply_changes
-from .objects import BLOB, MODE_TREE, Entry, ObjectId, is_binary, split_lines
+from .objects import BLOB, MODE_TREE, Entry, ObjectId, Tree, is_binary, split_lines
 from .renames import detect_renames
 from .store import ObjectBatch
 from .trees import Added, Deleted, FileChange, Modified, Renamed, diff_trees, lookup
@@ -203,6 +203,32 @@ def _version(path: str, entry: Entry | None) -> Version | None:
     return None if entry is None else Version(path, entry.mode, entry.id)
 
 
+class _Paths:
+    """The entries of one tree by path, each directory read once: a merge asks for every path a
+    side changed, most of them under a few directories."""
+
+    def __init__(self, batch: ObjectBatch, tree_id: ObjectId | None) -> None:
+        self.batch = batch
+        self.tree_id = tree_id
+        self._dirs: dict[str, Tree | None] = {}
+
+    def __call__(self, path: str) -> Entry | None:
+        directory, _, name = path.rpartition("/")
+        tree = self._dir(directory)
+        return None if tree is None else tree.get(name)
+
+    def _dir(self, path: str) -> Tree | None:
+        if path in self._dirs:
+            return self._dirs[path]
+        if not path:
+            entry = None if self.tree_id is None else Entry(MODE_TREE, self.tree_id)
+        else:
+            entry = self(path)
+        tree = self.batch.read_tree(entry.id) if entry is not None and entry.mode == MODE_TREE else None
+        self._dirs[path] = tree
+        return tree
+
+
 class _Side:
     """One side's changes against the base, indexed for the merge."""
 
@@ -280,6 +306,7 @@ class _TreeMerger:
         self.conflicts: list[Conflict] = []
         self.resolved: list[Resolved] = []
         self.sides: tuple[_Side, _Side] | None = None
+        self.in_base = _Paths(batch, base)
 
     def conflict(
         self,
@@ -296,7 +323,7 @@ class _TreeMerger:
     def versions(self, key: str) -> tuple[Version | None, Version | None, Version | None]:
         """The base's file at ``key`` and where each side has it (following its renames)."""
         assert self.sides is not None
-        base = _version(key, lookup(self.batch, self.base, key))
+        base = _version(key, self.in_base(key))
         found: list[Version | None] = []
         for side, tree in zip(self.sides, self.heads, strict=True):
             change = side.by_base.get(key)
@@ -319,7 +346,31 @@ class _TreeMerger:
         self.check_file_directory()
         if self.conflicts and not self.favor_ours:
             return TreeMerge(None, sorted(self.conflicts, key=lambda c: (c.path, c.kind)), self.resolved)
-        return TreeMerge(apply_changes(self.batch, self.base, self.changes), [], self.resolved)
+        return TreeMerge(self.result_tree(), [], self.resolved)
+
+    def result_tree(self) -> ObjectId:
+        """The merged tree, written into the batch.
+
+        Every path our side changed is among the result's changes, so the result is our tree
+        with the changes it does not have yet: the directories only our side touched stay ours
+        as they are, not rebuilt and written again (git's merge-ort likewise takes a directory
+        that one side alone changed). A virtual base (``favor_ours``) may drop one of our paths
+        to settle a file/directory clash; there, and wherever a path of ours is not among the
+        changes, the result is the base with every change applied."""
+        assert self.sides is not None
+        ours_tree, ours = self.heads[0], self.sides[0]
+        if self.favor_ours or any(path not in self.changes for path in (*ours.by_base, *ours.created)):
+            return apply_changes(self.batch, self.base, self.changes)
+        in_ours = _Paths(self.batch, ours_tree)
+        missing: dict[str, Entry | None] = {}
+        for path, entry in self.changes.items():
+            present = in_ours(path)
+            if entry is None:
+                if present is not None and present.mode != MODE_TREE:
+                    missing[path] = None
+            elif present != entry:
+                missing[path] = entry
+        return apply_changes(self.batch, ours_tree, missing) if missing else ours_tree
 
     def merge_base_path(self, base_path: str, ours: _Side, theirs: _Side) -> None:
         """Decide where a file of the base ends up and with what content."""
@@ -380,7 +431,7 @@ class _TreeMerger:
             if previous != entry and not self.favor_ours:
                 self.conflict(path, ADD_ADD)
             return
-        base_entry = lookup(self.batch, self.base, path)
+        base_entry = self.in_base(path)
         placed_onto_base_file = (
             base_entry is not None and base_entry.mode != MODE_TREE and self.changes.get(path, base_entry) is not None
         )
@@ -466,13 +517,13 @@ class _TreeMerger:
                     break
                 if prefix in self.changes:
                     continue  # removed in the result
-                entry = lookup(self.batch, self.base, prefix)
-                if entry is None:
-                    break
-                if entry.mode != MODE_TREE:
+                # Nothing here in the base does not end the search: the result may write a file
+                # at a deeper prefix of this path, inside a directory both sides created.
+                entry = self.in_base(prefix)
+                if entry is not None and entry.mode != MODE_TREE:
                     self.file_directory(prefix)
                     break
-            base_entry = lookup(self.batch, self.base, path)
+            base_entry = self.in_base(path)
             if base_entry is not None and base_entry.mode == MODE_TREE:
                 self.file_directory(path)
 

@@ -114,6 +114,16 @@ def test_each_conflict_kind_is_reported_by_path_and_nothing_is_written(kind):
     assert len(store) == before
 
 
+def test_a_file_and_a_directory_at_one_path_in_a_new_directory_conflict(build):
+    """Neither side's file is dropped: the clash is below a directory the base does not have."""
+    base = build.commit({"x": "x\n"})
+    ours = build.commit({"new/p": "file\n"}, parent=base)
+    theirs = build.commit({"new/p/inner.txt": "dir\n"}, parent=base)
+    result = _merge(build, base, ours, theirs)
+    assert result.tree is None
+    assert [(c.path, c.kind) for c in result.conflicts] == [("new/p", "file/directory")]
+
+
 def test_a_mode_conflict_is_reported(store):
     build = Builder(store)
     base = build.commit({"f": "x\n"})
