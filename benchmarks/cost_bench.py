@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -397,11 +398,68 @@ def run_side_by_side(
     together (``side_by_side.py`` in each checkout's directory); the landings alternate between
     them in batches of ``batch``, the order reversed every round, so that whatever else the
     machine does falls on each alike: the ratio between checkouts is good where two runs one
-    after the other differ by 1.5× (docs/performance.md)."""
+    after the other differ by 1.5× (docs/performance.md). The deployments are started in the
+    order given for the first half of the rounds and again, in the reverse order, for the second:
+    the one started first cost about 10 % more whatever its tree (the same tree in two worktrees
+    measured 0.88–0.91 of itself), so each checkout takes each place alike."""
+    tallies = [_Tally() for _ in checkouts]
+    first_half = (rounds + 1) // 2
+    indexes = list(range(len(checkouts)))
+    done_rounds = 0
+    for order, count in ((indexes, first_half), (indexes[::-1], rounds - first_half)):
+        if count:
+            _side_by_side_rounds(
+                [(checkouts[i], tallies[i]) for i in order],
+                mode=mode,
+                rounds=(done_rounds, count, rounds),
+                batch=batch,
+                agents=agents,
+                server_workers=server_workers,
+                log=log,
+            )
+            done_rounds += count
+    return {
+        "mode": mode,
+        "rounds": rounds,
+        "batch": batch,
+        "agents": agents,
+        "probe": {"cpu_loop_ms": cpu_probe_ms()},
+        "checkouts": [
+            {
+                "checkout": str(checkout),
+                "cpu_s": {kind: seconds / tally.done for kind, seconds in tally.cpu.items()},
+                "batches_s": tally.batches,
+            }
+            for checkout, tally in zip(checkouts, tallies, strict=True)
+        ],
+    }
+
+
+@dataclass
+class _Tally:
+    """One checkout's side-by-side totals: CPU by kind of process, per-batch CPU, work done."""
+
+    cpu: Counter[str] = field(default_factory=Counter)
+    batches: list[float] = field(default_factory=list)
+    done: int = 0
+
+
+def _side_by_side_rounds(
+    started: list[tuple[Path, _Tally]],
+    *,
+    mode: str,
+    rounds: tuple[int, int, int],
+    batch: int,
+    agents: int,
+    server_workers: int,
+    log: Log,
+) -> None:
+    """``rounds`` (rounds before, rounds now, rounds in all) of :func:`run_side_by_side` with
+    the checkouts' deployments started in the order of ``started``, each adding to its tally."""
     script = Path(__file__).with_name("side_by_side.py")
     children: list[dict[str, Any]] = []
     try:
-        for checkout in checkouts:
+        for checkout, tally in started:
             process = subprocess.Popen(
                 [sys.executable, str(script), mode, str(server_workers)],
                 cwd=checkout,
@@ -410,25 +468,16 @@ def run_side_by_side(
                 stdout=subprocess.PIPE,
                 text=True,
             )
-            started = json.loads(process.stdout.readline() or "null")  # type: ignore[union-attr]
-            if started is None:
+            up = json.loads(process.stdout.readline() or "null")  # type: ignore[union-attr]
+            if up is None:
                 raise RuntimeError(f"{checkout}: the deployment did not start")
-            lander = Lander(started["url"], started["token"], f"side-{int(time.time() * 1000)}")
-            children.append(
-                {
-                    "checkout": checkout,
-                    "process": process,
-                    "lander": lander,
-                    "cpu": Counter(),
-                    "batches": [],
-                    "done": 0,
-                    **started,
-                }
-            )
+            lander = Lander(up["url"], up["token"], f"side-{int(time.time() * 1000)}")
+            children.append({"checkout": checkout, "process": process, "lander": lander, "tally": tally, **up})
             log(f"{checkout}: started ({mode})")
         for child in children:
             child["lander"].land(WARM_UP)
-        for round_number in range(rounds):
+        before_now, now, in_all = rounds
+        for round_number in range(now):
             for child in children if round_number % 2 == 0 else children[::-1]:
                 before = _ask(child["process"])
                 if agents:
@@ -439,30 +488,16 @@ def run_side_by_side(
                     done = batch
                 time.sleep(0.2)  # anything the last landing left to finish after its answer
                 spent = {kind: _spent(before[kind], after) for kind, after in _ask(child["process"]).items()}
-                child["cpu"].update(spent)
-                child["done"] += done
-                child["batches"].append(sum(spent.values()) / done)
-            log(f"round {round_number + 1} of {rounds}")
+                tally = child["tally"]
+                tally.cpu.update(spent)
+                tally.done += done
+                tally.batches.append(sum(spent.values()) / done)
+            log(f"round {before_now + round_number + 1} of {in_all}")
     finally:
         for child in children:
             child["lander"].close()
             child["process"].stdin.close()  # type: ignore[union-attr]
             child["process"].wait(timeout=120)
-    return {
-        "mode": mode,
-        "rounds": rounds,
-        "batch": batch,
-        "agents": agents,
-        "probe": {"cpu_loop_ms": cpu_probe_ms()},
-        "checkouts": [
-            {
-                "checkout": str(child["checkout"]),
-                "cpu_s": {kind: seconds / child["done"] for kind, seconds in child["cpu"].items()},
-                "batches_s": child["batches"],
-            }
-            for child in children
-        ],
-    }
 
 
 def _ask(process: subprocess.Popen) -> dict[str, dict[str, float]]:
