@@ -38,7 +38,7 @@ from .changeset import apply_changes
 from .objects import BLOB, MODE_TREE, Entry, ObjectId, Tree, is_binary, split_lines
 from .renames import detect_renames
 from .store import ObjectBatch
-from .trees import Added, Deleted, FileChange, Modified, Renamed, diff_trees, lookup
+from .trees import Added, Deleted, FileChange, Modified, Renamed, diff_trees, iter_files, lookup
 
 CONTENT = "content"
 ADD_ADD = "add/add"
@@ -524,8 +524,16 @@ class _TreeMerger:
                     self.file_directory(prefix)
                     break
             base_entry = self.in_base(path)
-            if base_entry is not None and base_entry.mode == MODE_TREE:
+            if base_entry is not None and base_entry.mode == MODE_TREE and self.keeps_files_under(path, base_entry):
                 self.file_directory(path)
+
+    def keeps_files_under(self, directory: str, base_entry: Entry) -> bool:
+        """Whether a file of the base's ``directory`` is still there in the result: a file written
+        at that path clashes with it, but not with a directory the merge empties (git's rule)."""
+        return any(
+            self.changes.get(path, entry) is not None
+            for path, entry in iter_files(self.batch, base_entry.id, directory + "/")
+        )
 
     def file_directory(self, path: str) -> None:
         if self.favor_ours:

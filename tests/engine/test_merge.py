@@ -124,6 +124,16 @@ def test_a_file_and_a_directory_at_one_path_in_a_new_directory_conflict(build):
     assert [(c.path, c.kind) for c in result.conflicts] == [("new/p", "file/directory")]
 
 
+def test_a_file_where_the_other_side_still_has_files_of_that_directory_conflicts(build):
+    base = build.commit({"d/x.txt": "x\n", "e.txt": "e\n"})
+    emptied = build.commit({"d/x.txt": None}, parent=base)
+    theirs = build.commit({"d": "now a file\n"}, parent=emptied)
+    ours = build.commit({"d/x.txt": "edited\n"}, parent=base)
+    result = _merge(build, base, ours, theirs)
+    assert result.tree is None
+    assert {(c.path, c.kind) for c in result.conflicts} == {("d", "file/directory"), ("d/x.txt", "modify/delete")}
+
+
 def test_a_mode_conflict_is_reported(store):
     build = Builder(store)
     base = build.commit({"f": "x\n"})

@@ -239,3 +239,16 @@ def _ambiguous_renames(store: DiskStore, old: str, new: str) -> bool:
 def _valid(base_files: dict, edit: dict) -> dict:
     """Drop deletions of files the base does not have (the builder would refuse them)."""
     return {path: content for path, content in edit.items() if content is not None or path in base_files}
+
+
+def test_a_directory_replaced_by_a_file_merges_cleanly_as_git_merges_it(tmp_path):
+    """Their side empties ``d/`` and writes a file ``d``; ours edits a file elsewhere. (Where ours
+    edits inside ``d/``, git reports the clash under a renamed path, ``d~<commit>``, and we under
+    ``d``: tests/engine/test_merge.py.)"""
+    store = DiskStore(tmp_path / "repo.git")
+    build = Builder(store)
+    base = build.commit({"d/x.txt": "x\n", "e.txt": "e\n"})
+    emptied = build.commit({"d/x.txt": None}, parent=base)
+    theirs = build.commit({"d": "now a file\n"}, parent=emptied)
+    ours = build.commit({"e.txt": "edited\n"}, parent=base)
+    _assert_same_as_git(store, ours, theirs)
