@@ -400,8 +400,8 @@ def run_side_by_side(
     machine does falls on each alike: the ratio between checkouts is good where two runs one
     after the other differ by 1.5× (docs/performance.md). The deployments are started in the
     order given for the first half of the rounds and again, in the reverse order, for the second:
-    the one started first cost about 10 % more whatever its tree (the same tree in two worktrees
-    measured 0.88–0.91 of itself), so each checkout takes each place alike."""
+    the one started first cost about 10 % more whatever its tree (trees running the same code
+    measured 0.85–0.96 of each other when started second), so each checkout takes each place alike."""
     tallies = [_Tally() for _ in checkouts]
     first_half = (rounds + 1) // 2
     indexes = list(range(len(checkouts)))
