@@ -405,19 +405,18 @@ def run_side_by_side(
     tallies = [_Tally() for _ in checkouts]
     first_half = (rounds + 1) // 2
     indexes = list(range(len(checkouts)))
-    done_rounds = 0
-    for order, count in ((indexes, first_half), (indexes[::-1], rounds - first_half)):
-        if count:
+    for order, numbers in ((indexes, range(first_half)), (indexes[::-1], range(first_half, rounds))):
+        if numbers:
             _side_by_side_rounds(
                 [(checkouts[i], tallies[i]) for i in order],
                 mode=mode,
-                rounds=(done_rounds, count, rounds),
+                rounds=numbers,
+                in_all=rounds,
                 batch=batch,
                 agents=agents,
                 server_workers=server_workers,
                 log=log,
             )
-            done_rounds += count
     return {
         "mode": mode,
         "rounds": rounds,
@@ -448,14 +447,15 @@ def _side_by_side_rounds(
     started: list[tuple[Path, _Tally]],
     *,
     mode: str,
-    rounds: tuple[int, int, int],
+    rounds: range,
+    in_all: int,
     batch: int,
     agents: int,
     server_workers: int,
     log: Log,
 ) -> None:
-    """``rounds`` (rounds before, rounds now, rounds in all) of :func:`run_side_by_side` with
-    the checkouts' deployments started in the order of ``started``, each adding to its tally."""
+    """The ``rounds`` (numbered from 0, of ``in_all``) of :func:`run_side_by_side` with the
+    checkouts' deployments started in the order of ``started``, each adding to its tally."""
     script = Path(__file__).with_name("side_by_side.py")
     children: list[dict[str, Any]] = []
     try:
@@ -476,8 +476,7 @@ def _side_by_side_rounds(
             log(f"{checkout}: started ({mode})")
         for child in children:
             child["lander"].land(WARM_UP)
-        before_now, now, in_all = rounds
-        for round_number in range(now):
+        for round_number in rounds:
             for child in children if round_number % 2 == 0 else children[::-1]:
                 before = _ask(child["process"])
                 if agents:
@@ -492,7 +491,7 @@ def _side_by_side_rounds(
                 tally.cpu.update(spent)
                 tally.done += done
                 tally.batches.append(sum(spent.values()) / done)
-            log(f"round {before_now + round_number + 1} of {in_all}")
+            log(f"round {round_number + 1} of {in_all}")
     finally:
         for child in children:
             child["lander"].close()

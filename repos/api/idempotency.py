@@ -16,8 +16,9 @@ from collections.abc import Callable
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.response import Response
 
-from ..models import Operation
+from ..models import Operation, Repository
 from ..services import idempotency, integration
+from ..services.repositories import get_repository
 from .base import json_body
 
 HEADER = "Idempotency-Key"
@@ -63,13 +64,16 @@ def created(request, make: Callable[[], dict]) -> Response:
 
 
 def integration_of(
-    repository, record: dict, replayed: bool, wait_s: float, in_hand: Operation | None = None
+    repository: Repository | str, record: dict, replayed: bool, wait_s: float, in_hand: Operation | None = None
 ) -> Operation:
     """The recorded integration operation, waited for up to ``wait_s``: ``in_hand``, the one this
-    request queued (and landed), is not read back. A retry of one that failed with a retryable
-    error (``aborted``: the proposal is untouched) asks to integrate again."""
+    request queued (and landed), is not read back, nor is the repository (given by name, it is
+    read only to read the operation). A retry of one that failed with a retryable error
+    (``aborted``: the proposal is untouched) asks to integrate again."""
     if in_hand is not None and not replayed:
         return integration.wait_for(in_hand, wait_s)
+    if isinstance(repository, str):
+        repository = get_repository(repository)
     operation = integration.get_operation(repository, record["operation"])
     if replayed and operation.state == Operation.State.FAILED and (operation.error or {}).get("retryable"):
         operation = integration.request_integration(operation.proposal)

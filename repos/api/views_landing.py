@@ -83,8 +83,7 @@ class LandView(ApiView):
             }
 
         def answer(record: dict, replayed: bool) -> Response:
-            found = None if in_hand and not replayed else repository(repo)  # read only when needed
-            operation = integration_of(found, record, replayed, wait, in_hand[0] if in_hand else None)
+            operation = integration_of(repo, record, replayed, wait, in_hand[0] if in_hand else None)
             ids = {"changeset": record["changeset"], "proposal": record["proposal"]}
             try:
                 response = operation_answer(operation)
