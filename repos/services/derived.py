@@ -261,25 +261,17 @@ def _insert(repository: Repository, derived: list[DerivedCommit]) -> None:
     another process wrote first."""
     if not derived:
         return
-    _INSERT_NODES.run(
+    rid = repository.pk
+    # Values in the models' field order (tests/services/test_derived.py holds it): no model
+    # instance per row.
+    _INSERT_NODES.run_values(
         [
-            CommitNode(
-                repository=repository,
-                commit_id=commit.id,
-                generation=commit.generation,
-                parents=" ".join(commit.parents),
-                time=commit.time,
-                indexed=commit.changed is not None,
-            )
+            (rid, commit.id, commit.generation, " ".join(commit.parents), commit.time, commit.changed is not None)
             for commit in derived
         ]
     )
-    _INSERT_PATHS.run(
-        [
-            PathChange(repository=repository, key=key, generation=commit.generation, commit_id=commit.id)
-            for commit in derived
-            for key in commit.changed or ()
-        ]
+    _INSERT_PATHS.run_values(
+        [(rid, key, commit.generation, commit.id) for commit in derived for key in commit.changed or ()]
     )
 
 

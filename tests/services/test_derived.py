@@ -122,3 +122,11 @@ def test_agentgit_recover_derives_what_is_missing_and_says_so(repository):
     CommitNode.objects.filter(repository=repository).delete()
     assert integration.recover(lambda stream, done, total: seen.append((stream, done, total))).derived == count
     assert seen[-1] == (f"{repository.name}:main", count, count)  # progress ends at the whole
+
+
+def test_the_derived_rows_are_written_in_the_models_field_order():
+    # derived._insert writes tuples, not model instances: a field added or moved must move them.
+    from repos.services.derived import _INSERT_NODES, _INSERT_PATHS
+
+    assert _INSERT_NODES.attnames == ["repository_id", "commit_id", "generation", "parents", "time", "indexed"]
+    assert _INSERT_PATHS.attnames == ["repository_id", "key", "generation", "commit_id"]
