@@ -14,7 +14,7 @@ from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
 
 from ..errors import Invalid, NotFound, from_engine
-from ..lookups import InsertUnlessPresent
+from ..lookups import InsertMany, InsertUnlessPresent
 from ..models import Changeset, Credential, Repository
 from . import derived, gitdiff, refmirror
 from .credentials import require_paths
@@ -210,6 +210,7 @@ def create_changeset(
 
 
 _INSERT_CHANGESET = InsertUnlessPresent(Changeset)
+_INSERT_CHANGESETS = InsertMany(Changeset)
 
 
 def get_changeset(repository: Repository, commit_id: str) -> Changeset:
@@ -327,7 +328,7 @@ def _record_chunk(
         )
         for commit_id, commit in commits.items()
     ]
-    Changeset.objects.bulk_create(rows, ignore_conflicts=True)
+    _INSERT_CHANGESETS.run(rows)  # one statement run per row: no ORM query compiled per batch
     if derive and commits:
         derived.derive_recorded(
             repository,
