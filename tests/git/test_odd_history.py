@@ -188,3 +188,43 @@ def test_the_import_runs_again_as_a_no_op_and_a_landing_moves_the_imported_strea
     assert landed.json()["outcome"] == "fast_forward"
     tree = {e["name"]: e for e in get(odd, "/tree/main").json()["entries"]}
     assert tree["caf\\xe9.txt"]["type"] == "file" and tree["vendor"]["type"] == "dir"
+
+
+def test_an_import_stopped_midway_leaves_whole_chunks_and_the_next_run_continues(source, admin, monkeypatch):
+    from repos.models import Changeset, CommitNode, Stream
+    from repos.services import content
+
+    monkeypatch.setattr(content, "RECORD_CHUNK", 4)
+    total = len(git_bytes(source.git_dir, "rev-list", "--all").split())
+
+    def interrupt(step: str, done: int, of: int) -> None:
+        if step == "recording changesets" and done >= 8:
+            raise KeyboardInterrupt  # the user's Ctrl-C, after two chunks
+
+    with pytest.raises(KeyboardInterrupt):
+        imports.import_repository("odd", str(source.git_dir), progress=interrupt)
+    assert Changeset.objects.count() == CommitNode.objects.count() == 8  # two whole chunks, with their derived data
+    assert Stream.objects.get(name="main").head is None  # no stream moved
+
+    again = imports.import_repository("odd", str(source.git_dir))
+    assert again.changesets == total - 8
+    assert Changeset.objects.count() == CommitNode.objects.count() == total
+    assert Stream.objects.get(name="main").head == source.odd["last"]
+
+
+def test_a_commit_git_fetches_but_nobody_can_read_fails_the_import_naming_it(tmp_path, admin):
+    from repos.errors import Invalid
+    from repos.models import Stream
+
+    history = odd_history.OddHistory(tmp_path / "broken.git")
+    good = history.commit({b"a.txt": ("100644", history.blob(b"a\n"))}, [], b"good\n", when=1_700_000_000)
+    tree = git_bytes(history.git_dir, "rev-parse", f"{good}^{{tree}}").decode().strip()
+    raw = f"tree {tree}\nparent {good}\n\nno author, no committer\n".encode()  # git fsck: missingAuthor
+    bad = git_bytes(history.git_dir, "hash-object", "-t", "commit", "-w", "--literally", "--stdin", stdin=raw)
+    history.branch("main", bad.decode().strip())
+
+    with pytest.raises(Invalid) as refused:
+        imports.import_repository("broken", str(history.git_dir))
+
+    assert bad.decode().strip() in refused.value.message and "author" in refused.value.message
+    assert Stream.objects.get(repository__name="broken", name="main").head is None
