@@ -313,7 +313,8 @@ def _compress(data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make a directory's entries durable (a file created, linked or renamed into it)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -670,7 +671,7 @@ class DiskStore(ObjectStore):
         index = pack_index(index_entries, checksum)
         _write_file(self._pack_dir, name + ".idx", index, "tmp_idx_", sync=self._boot_id is None)
         if not journaled:
-            _fsync_dir(self._pack_dir)
+            fsync_dir(self._pack_dir)
         return name
 
     def roll_up(self, factor: int = 2) -> int:
@@ -762,7 +763,7 @@ class DiskStore(ObjectStore):
             _write_file(self._pack_dir, name + ".pack", pack, "tmp_pack_", sync=True)
             restored.append(name)
         if restored:
-            _fsync_dir(self._pack_dir)
+            fsync_dir(self._pack_dir)
         return restored
 
     def sync_packs(self, names: Iterable[str]) -> None:
@@ -778,7 +779,7 @@ class DiskStore(ObjectStore):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(self._pack_dir)
+        fsync_dir(self._pack_dir)
 
     def repair_pack_indexes(self) -> list[str]:
         """Check every pack's index (present, its checksum right, naming its pack) and rebuild

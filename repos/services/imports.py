@@ -1,10 +1,12 @@
-"""Importing an existing git repository: git fetches the objects, the services record the rest.
+"""Importing an existing git repository: git brings the objects, the services record the rest.
 
-Every branch of the source becomes a stream with its commit id unchanged. git fetches the
-branch tips straight into the ref mirror's protection refs (``refs/agentgit/changesets/<id>``),
-so the fetched objects are protected from the moment they arrive; then the commits no stream
-reached are recorded as changesets (operation lists from their diffs), streams are created or
-fast-forwarded through the services, the derived data is built, and the mirror is rebuilt.
+Every branch of the source becomes a stream with its commit id unchanged. The objects come as
+``git clone`` takes a local repository's: its packs hard-linked (or copied), checked to hold the
+tips' whole history; otherwise git fetches the tips. Either way the branch tips go straight
+into the ref mirror's protection refs (``refs/agentgit/changesets/<id>``), so the objects are
+protected from the moment the database could name them; then the commits no stream reached are
+recorded as changesets (operation lists from git's diffs, repos.services.gitdiff), streams are
+created or fast-forwarded through the services, and the mirror is rebuilt.
 
 Running it again is a no-op plus whatever is new: commits already recorded are skipped, and a
 stream already at its branch's tip is left alone. A branch that diverged from its stream is
@@ -14,10 +16,13 @@ not forced: it is reported and left for a proposal.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from engine.store import fsync_dir
 
 from ..errors import Invalid, NotFound
 from ..models import Repository, Stream
@@ -96,7 +101,8 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
     tips = sorted(set(importable.values()))
     if progress is not None:
         progress("fetching objects", 0, 1)
-    _fetch(git_dir, path, tips)
+    if not _link_packs(git_dir, path, tips):
+        _fetch(git_dir, path, tips)
     if progress is not None:
         progress("fetching objects", 1, 1)
     new = _unreached(git_dir, tips, known_heads)
@@ -118,6 +124,68 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
     derived.derive_missing(None if progress is None else lambda stream, done, total: progress("deriving", done, total))
     refmirror.rebuild(repository)
     return result
+
+
+def _link_packs(git_dir: Path, source: str, tips: list[str]) -> bool:
+    """Take the source's objects as ``git clone`` takes a local repository's by default: its
+    packs hard-linked into this repository (copied and fsynced where the data directory is on
+    another file system), instead of a new pack made from them and indexed again; then every
+    object the tips reach is checked present before the protection refs name the tips.
+
+    Loose objects are linked too. False, with no ref written, when that is not the whole history
+    (objects in an alternate store, a shallow source, an object missing): the caller fetches
+    instead. Packs are immutable, so
+    a link shares nothing that either side changes: a repack on either side unlinks its own
+    name. What the packs hold beyond the tips' history stays unreferenced, as after a fetch
+    that was cut short.
+    """
+    common = Path(
+        subprocess.run(
+            ["git", "-C", source, "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            capture_output=True, text=True, check=True, env=git_env(),
+        ).stdout.strip()
+    )  # fmt: skip
+    objects = common / "objects"
+    packs = [pack for pack in sorted((objects / "pack").glob("pack-*.pack")) if pack.with_suffix(".idx").exists()]
+    if (objects / "info" / "alternates").exists() or (common / "shallow").exists():
+        return False
+    target = git_dir / "objects" / "pack"
+    for pack in packs:
+        for part in (pack, pack.with_suffix(".idx")):  # the pack first: git finds a pack by its index
+            if not (target / part.name).exists():
+                _link_or_copy(part, target / part.name)
+    fsync_dir(target)
+    for fanout in objects.glob("[0-9a-f][0-9a-f]"):  # loose objects, as git clone links them too
+        loose = [name for name in os.listdir(fanout) if len(name) == 38]
+        if loose:
+            (git_dir / "objects" / fanout.name).mkdir(exist_ok=True)
+            for name in loose:
+                if not (git_dir / "objects" / fanout.name / name).exists():
+                    _link_or_copy(fanout / name, git_dir / "objects" / fanout.name / name)
+            fsync_dir(git_dir / "objects" / fanout.name)
+    reached = subprocess.run(
+        ["git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--quiet", *tips],
+        capture_output=True, env=git_env(),
+    )  # fmt: skip
+    if reached.returncode != 0:
+        return False
+    refmirror.git(
+        git_dir, "update-ref", "--stdin", input="".join(f"update {refmirror.CHANGESETS}{tip} {tip}\n" for tip in tips)
+    )
+    return True
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` made to hold ``source``'s bytes, durably, and only ever whole (a temporary
+    name renamed into place)."""
+    temporary = target.with_name(f"tmp-import-{os.getpid()}-{target.name}")
+    try:
+        os.link(source, temporary)
+    except OSError:  # another file system, or links refused: a copy of our own
+        shutil.copyfile(source, temporary)
+        with open(temporary, "rb") as copied:
+            os.fsync(copied.fileno())
+    os.replace(temporary, target)
 
 
 def _fetch(git_dir: Path, source: str, tips: list[str]) -> None:

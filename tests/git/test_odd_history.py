@@ -228,3 +228,36 @@ def test_a_commit_git_fetches_but_nobody_can_read_fails_the_import_naming_it(tmp
 
     assert bad.decode().strip() in refused.value.message and "author" in refused.value.message
     assert Stream.objects.get(repository__name="broken", name="main").head is None
+
+
+def test_a_source_is_linked_as_git_clone_links_it_and_one_that_borrows_objects_fetched(tmp_path, admin):
+    import shutil
+
+    from repos.services.stores import repository_path
+
+    packed = tmp_path / "packed.git"
+    shutil.copytree(odd_history.build(tmp_path / "loose.git").git_dir, packed)
+    git_bytes(packed, "repack", "-a", "-d", "-q")
+    [pack] = (packed / "objects" / "pack").glob("pack-*.pack")
+    history = odd_history.OddHistory.__new__(odd_history.OddHistory)  # a commit after the repack: loose
+    history.git_dir, history.blobs = packed, {}
+    top = git_bytes(packed, "rev-parse", "main").decode().strip()
+    newer = history.commit({b"new.txt": ("100644", history.blob(b"loose\n"))}, [top], b"after\n", when=1_800_000_000)
+    history.branch("main", newer)
+
+    imports.import_repository("linked", str(packed))
+
+    linked = repository_path("linked") / "objects"
+    assert (linked / "pack" / pack.name).stat().st_ino == pack.stat().st_ino  # the source's pack, no new one
+    loose = packed / "objects" / newer[:2] / newer[2:]
+    assert (linked / newer[:2] / newer[2:]).stat().st_ino == loose.stat().st_ino
+    assert git_bytes(repository_path("linked"), "rev-parse", "main").decode().strip() == newer
+    git_bytes(repository_path("linked"), "fsck", "--strict", "--no-dangling")
+
+    # A clone that borrows its objects (an alternate store): git fetches them whole.
+    git_bytes(packed, "clone", "-q", "--bare", "--shared", str(packed), str(tmp_path / "shared.git"))
+    imports.import_repository("fetched", str(tmp_path / "shared.git"))
+
+    assert git_bytes(repository_path("fetched"), "rev-parse", "main").decode().strip() == newer
+    assert not (repository_path("fetched") / "objects" / "pack" / pack.name).exists()
+    git_bytes(repository_path("fetched"), "fsck", "--strict", "--no-dangling")
