@@ -5,10 +5,9 @@ tree per path segment, cached by the store) and never build, diff or iterate who
 their cost follows the number of changesets walked and the depth of the path, not the number
 of files in the repository.
 
-* :func:`blame` follows the first-parent chain, like ``git blame --first-parent``; on a
-  linear history that is plain ``git blame``. Renames are not followed: the lines of a file
-  that was renamed are attributed to the changeset that created it at its current path
-  (``git blame`` would follow a whole-file rename into the old path).
+* :func:`blame` answers what ``git blame --first-parent`` answers (on a linear history, plain
+  ``git blame``): the same diff (git's xdiff, through libgit2) and the same whole-file rename
+  following (git's rename detection with the blamed path as its only destination).
 * :func:`log` lists what ``git log -- PATH`` lists, in the same order, including git's
   default history simplification of merges (see :func:`iter_log`). The path is literal:
   git would treat ``*``, ``?`` and ``[`` in a pathspec as wildcards; we do not.
@@ -28,13 +27,20 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import NamedTuple, Protocol
 
-from patiencediff import PatienceSequenceMatcher
-
 from .errors import InvalidInput, PathNotFound, WrongObjectType
 from .graph import graph_node, known_nodes
-from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, check_object_id, split_lines, split_path
+from .objects import (
+    MODE_GITLINK,
+    MODE_TREE,
+    Entry,
+    ObjectId,
+    check_object_id,
+    is_binary,
+    split_lines,
+    split_path,
+)
 from .store import ObjectStore
-from .trees import changed_paths, lookup_segments
+from .trees import Deleted, changed_paths, diff_trees, lookup_segments
 
 __all__ = [
     "BlameLine",
@@ -69,18 +75,28 @@ class BlameLine(NamedTuple):
 
 
 def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathIndex | None = None) -> list[BlameLine]:
-    """Attribute every line of ``path`` at ``commit_id`` to the changeset that introduced it.
+    """Attribute every line of ``path`` at ``commit_id`` to the changeset that introduced it:
+    what ``git blame --first-parent`` answers, line by line.
 
-    Walks the first-parent chain. Where the file's blob is unchanged from the parent, the
-    lines pass to the parent without a diff (with an ``index``, without even looking the file up
-    in changesets the index shows leaving it alone); otherwise parent and child are matched with
-    patience diff and unmatched child lines belong to the child. A line still unattributed
-    where the file did not exist in the parent (created, or re-created after a delete), or at
-    the root, belongs to that changeset. Binary files are blamed by ``\\n``-separated lines,
-    as git does.
+    Walks the first-parent chain as git's blame does with one parent per commit:
 
-    Raises ``InvalidObjectId``, ``UnsafePath``, ``ObjectMissing``, ``WrongObjectType`` (not
-    a commit, or ``path`` is a directory or submodule) and ``PathNotFound``.
+    * where the file's blob is unchanged from the parent, its lines pass to the parent without
+      a diff (with an ``index``, without even looking the file up in the changesets the index
+      shows leaving it alone);
+    * otherwise parent and child are matched with git's own diff (:func:`_diff_hunks`: xdiff's
+      Myers with the indent heuristic, as ``git blame`` runs it by default), and the child's
+      lines inside a hunk belong to the child;
+    * where the parent has nothing at the path (or a directory), the file was created or
+      renamed: :func:`_find_rename` looks for the file it came from as ``git blame`` does (a
+      whole-file rename, exact or at least 50 % similar) and the walk continues at the old
+      path; without one, the lines left belong to that changeset;
+    * where the parent has something of another type there (a symlink for a file, a
+      submodule), the lines left belong to that changeset, as in git;
+    * at the root, the lines left belong to the root.
+
+    Binary files are blamed by ``\\n``-separated lines, as git does. Raises
+    ``InvalidObjectId``, ``UnsafePath``, ``ObjectMissing``, ``WrongObjectType`` (not a commit,
+    or ``path`` is a directory or submodule) and ``PathNotFound``.
     """
     segments = split_path(path)
     commit = store.read_commit(check_object_id(commit_id))
@@ -89,15 +105,16 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
         raise PathNotFound(f"no such file at {commit_id}: {path}")
     if entry.mode in _NOT_A_FILE:
         raise WrongObjectType(f"not a file at {commit_id}: {path}")
-    lines = split_lines(store.read_blob(entry.id))
+    data = store.read_blob(entry.id)
+    lines = split_lines(data)
     owners: list[ObjectId] = [""] * len(lines)
-    # The unattributed lines: their index in the version being examined (``positions``) and
-    # in the blamed version (``targets``), both ascending.
-    positions = list(range(len(lines)))
-    targets = list(range(len(lines)))
-    current_id, current, blob_id, current_lines = commit_id, commit, entry.id, lines
+    # The unattributed lines as runs (start in the version examined, start in the blamed
+    # version, length), ascending: a long-lived file keeps a handful of runs however many
+    # lines it has, so a step costs its diff's hunks, not the file's length.
+    runs: list[tuple[int, int, int]] = [(0, 0, len(lines))] if lines else []
+    current_id, current = commit_id, commit
     changes = _PathChanges(index, path) if index is not None else None
-    while targets and current.parents:
+    while runs and current.parents:
         if changes is not None:
             # Changesets the index shows leaving the file alone pass its lines on untouched:
             # skip to the first one that may change it, without looking the file up on the way.
@@ -108,36 +125,296 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
         parent_id = current.parents[0]
         parent = store.read_commit(parent_id)
         parent_entry = lookup_segments(store, parent.tree, segments)
-        if parent_entry is None or parent_entry.mode in _NOT_A_FILE:
-            break
-        if parent_entry.id != blob_id:
-            parent_lines = split_lines(store.read_blob(parent_entry.id))
-            to_parent = _match_lines(parent_lines, current_lines)
-            kept_positions: list[int] = []
-            kept_targets: list[int] = []
-            for position, target in zip(positions, targets):
-                old = to_parent[position]
-                if old < 0:
-                    owners[target] = current_id
-                else:
-                    kept_positions.append(old)
-                    kept_targets.append(target)
-            positions, targets = kept_positions, kept_targets
-            blob_id, current_lines = parent_entry.id, parent_lines
+        if parent_entry is None or parent_entry.mode == MODE_TREE:
+            origin = _find_rename(store, parent.tree, current.tree, path, entry)
+            if origin is None:
+                break
+            path, parent_entry = origin
+            segments = split_path(path)
+            changes = _PathChanges(index, path) if index is not None else None
+        elif _file_type(parent_entry.mode) != _file_type(entry.mode):
+            break  # git's blame stops at a type change (file <-> symlink, submodule)
+        if parent_entry.id != entry.id:
+            parent_data = store.read_blob(parent_entry.id)
+            runs = _pass_to_parent(runs, _diff_hunks(parent_data, data), owners, current_id)
+            data = parent_data
+        entry = parent_entry
         current_id, current = parent_id, parent
-    for target in targets:
-        owners[target] = current_id
+    for _, target, length in runs:
+        owners[target : target + length] = [current_id] * length
     return [
         BlameLine(number, owner, _line_text(line)) for number, (owner, line) in enumerate(zip(owners, lines), start=1)
     ]
 
 
-def _match_lines(old: list[bytes], new: list[bytes]) -> list[int]:
-    """For each line of ``new``, the index of the ``old`` line it continues, or -1 if new."""
-    to_old = [-1] * len(new)
-    for a, b, size in PatienceSequenceMatcher(None, old, new).get_matching_blocks():
-        to_old[b : b + size] = range(a, a + size)
-    return to_old
+def _file_type(mode: int) -> int:
+    return mode & 0o170000
+
+
+def _pass_to_parent(
+    runs: list[tuple[int, int, int]], hunks: list[tuple[int, int, int, int]], owners: list[ObjectId], child: ObjectId
+) -> list[tuple[int, int, int]]:
+    """Give the child the unattributed lines its hunks wrote; return the rest as runs in the
+    parent. ``hunks`` are ``(parent start, parent end, child start, child end)``, 0-based and
+    ascending, as :func:`_diff_hunks` gives them."""
+    out: list[tuple[int, int, int]] = []
+    count = len(hunks)
+    h = 0
+    offset = 0  # parent line = child line + offset, between hunks
+    for start, target, length in runs:
+        end = start + length
+        while start < end:
+            while h < count and hunks[h][3] <= start:
+                offset = hunks[h][1] - hunks[h][3]
+                h += 1
+            if h < count and hunks[h][2] <= start:
+                # Inside a hunk: the child wrote these lines.
+                stop = min(end, hunks[h][3])
+                owners[target : target + stop - start] = [child] * (stop - start)
+            else:
+                stop = min(end, hunks[h][2]) if h < count else end
+                old = start + offset
+                if out and out[-1][0] + out[-1][2] == old and out[-1][1] + out[-1][2] == target:
+                    last = out.pop()
+                    out.append((last[0], last[1], last[2] + stop - start))
+                else:
+                    out.append((old, target, stop - start))
+            target += stop - start
+            start = stop
+    return out
+
+
+def _diff_hunks(old: bytes, new: bytes) -> list[tuple[int, int, int, int]]:
+    """The hunks of ``git diff -U0`` from ``old`` to ``new``: ``(old start, old end, new start,
+    new end)``, 0-based, half-open, ascending.
+
+    git's xdiff through libgit2, which vendors it, called as git's blame calls it
+    (``diff_hunks`` in git's blame.c): Myers' diff, xdiff's change compaction with the indent
+    heuristic (on by default), no context. Like git's ``xdi_diff``, whole 1 KiB blocks of common
+    tail are cut off first (back to a line end): it decides where an ambiguous insertion or
+    deletion in a long run of repeated lines lands.
+    """
+    import pygit2  # here, as in engine.store: a memory-only user imports the engine without libgit2
+
+    option = pygit2.enums.DiffOption
+    old, new = _trim_common_tail(old, new)
+    patch = pygit2.Patch.create_from(
+        old, new, context_lines=0, interhunk_lines=0, flag=option.FORCE_TEXT | option.INDENT_HEURISTIC
+    )
+    out = []
+    for hunk in patch.hunks:
+        # A unified hunk that adds or removes nothing on a side names the line before it.
+        old_start = hunk.old_start - 1 if hunk.old_lines else hunk.old_start
+        new_start = hunk.new_start - 1 if hunk.new_lines else hunk.new_start
+        out.append((old_start, old_start + hunk.old_lines, new_start, new_start + hunk.new_lines))
+    return out
+
+
+def _trim_common_tail(a: bytes, b: bytes) -> tuple[bytes, bytes]:
+    """git's ``trim_common_tail`` (xdiff-interface.c): drop the common tail in whole 1 KiB
+    blocks, then give back what follows the first line end of the dropped part."""
+    block = 1024
+    size_a, size_b = len(a), len(b)
+    smaller = min(size_a, size_b)
+    trimmed = 0
+    with memoryview(a) as view_a, memoryview(b) as view_b:
+        while trimmed + block <= smaller and (
+            view_a[size_a - trimmed - block : size_a - trimmed] == view_b[size_b - trimmed - block : size_b - trimmed]
+        ):
+            trimmed += block
+    if not trimmed:
+        return a, b
+    newline = a.find(b"\n", size_a - trimmed, size_a)
+    recovered = trimmed if newline < 0 else newline + 1 - (size_a - trimmed)
+    cut = trimmed - recovered
+    return a[: size_a - cut], b[: size_b - cut]
+
+
+# git's rename scores run from 0 to MAX_SCORE (diffcore.h); a rename needs 50 % by default, and
+# a pair of files with the same name is taken before the others from 75 % (diffcore-rename.c).
+_MAX_SCORE = 60_000
+_RENAME_SCORE = 30_000
+_BASENAME_SCORE = _RENAME_SCORE + (_MAX_SCORE - _RENAME_SCORE) // 2
+#: git's ``diff.renameLimit`` default: above this many sources squared, no inexact detection.
+_RENAME_LIMIT = 1000
+#: git looks at most this many identical candidates for an exact rename.
+_EXACT_CANDIDATES = 100
+_S_IFREG = 0o100000
+
+
+def _find_rename(
+    store: ObjectStore, parent_tree: ObjectId, tree: ObjectId, path: str, entry: Entry
+) -> tuple[str, Entry] | None:
+    """The file of the parent that ``path`` was renamed from, or None: ``find_rename`` of git's
+    blame.c, which runs git's rename detection with ``path`` as the only destination.
+
+    The sources are the files the changeset deleted, in path order. git takes, in turn: the
+    first source with the same blob (one with the same file name first); else the one source
+    with the same file name, if only one has it and it is at least 75 % similar; else the most
+    similar source at 50 % or more (ties: the same file name, then git's candidate order).
+    Similarity is git's (:func:`_similarity`); only regular files are compared by content.
+    """
+    sources = [
+        change
+        for change in diff_trees(store, parent_tree, tree)
+        if isinstance(change, Deleted) and change.old.mode != MODE_GITLINK
+    ]
+    if not sources:
+        return None
+    sources.sort(key=lambda change: _git_path_order(change.path))
+    name = path.rpartition("/")[2]
+    exact: Deleted | None = None
+    candidates = 0
+    for source in sources:
+        if source.old.id != entry.id:
+            continue
+        if not (_is_regular(source.old.mode) and _is_regular(entry.mode)) and source.old.mode != entry.mode:
+            continue
+        if exact is None:
+            exact = source
+        if source.path.rpartition("/")[2] == name:
+            exact = source
+            break
+        candidates += 1
+        if candidates == _EXACT_CANDIDATES:
+            break
+    if exact is not None:
+        return exact.path, exact.old
+    if not _is_regular(entry.mode):
+        return None  # git compares only regular files by content
+    signatures = _Signatures(store)
+    same_name = [source for source in sources if source.path.rpartition("/")[2] == name]
+    if len(same_name) == 1:
+        source = same_name[0]
+        if _similarity(signatures, source.old, entry, _BASENAME_SCORE) >= _BASENAME_SCORE:
+            return source.path, source.old
+    if len(sources) > _RENAME_LIMIT * _RENAME_LIMIT:
+        return None
+    # git keeps the best four candidates per destination in four slots, replacing the worst
+    # only with a strictly better one, then sorts the slots stably: the tie order is theirs.
+    slots: list[tuple[int, int, Deleted] | None] = [None] * 4
+    for source in sources:
+        found = (
+            _similarity(signatures, source.old, entry, _RENAME_SCORE),
+            int(source.path.rpartition("/")[2] == name),
+            source,
+        )
+        worst = 0
+        for slot in range(1, 4):
+            if _worse(slots[slot], slots[worst]):
+                worst = slot
+        if _worse(slots[worst], found):
+            slots[worst] = found
+    best = min(range(4), key=lambda slot: _rank(slots[slot], slot))
+    chosen = slots[best]
+    if chosen is None or chosen[0] < _RENAME_SCORE:
+        return None
+    return chosen[2].path, chosen[2].old
+
+
+def _worse(a: tuple[int, int, Deleted] | None, b: tuple[int, int, Deleted] | None) -> bool:
+    """git's ``score_compare(a, b) > 0``: ``a`` ranks below ``b`` (an empty slot below all)."""
+    if a is None:
+        return b is not None
+    if b is None:
+        return False
+    return (a[0], a[1]) < (b[0], b[1])
+
+
+def _rank(candidate: tuple[int, int, Deleted] | None, slot: int) -> tuple[int, int, int]:
+    if candidate is None:
+        return (1, 0, slot)
+    return (0, -(candidate[0] * 2 + candidate[1]), slot)
+
+
+def _is_regular(mode: int) -> bool:
+    return _file_type(mode) == _S_IFREG
+
+
+def _git_path_order(path: str) -> bytes:
+    # Full paths compared as bytes order files as git's tree walk meets them.
+    return path.encode("utf-8", "surrogateescape")
+
+
+class _Signatures:
+    """git's content signatures of blobs (diffcore-delta), each computed once per rename search."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._sizes: dict[ObjectId, int] = {}
+        self._counts: dict[ObjectId, dict[int, int]] = {}
+
+    def size(self, oid: ObjectId) -> int:
+        size = self._sizes.get(oid)
+        if size is None:
+            size = self._sizes[oid] = len(self._store.read_blob(oid))
+        return size
+
+    def counts(self, oid: ObjectId) -> dict[int, int]:
+        counts = self._counts.get(oid)
+        if counts is None:
+            counts = self._counts[oid] = _span_counts(self._store.read_blob(oid))
+        return counts
+
+
+def _similarity(signatures: _Signatures, source: Entry, destination: Entry, minimum: int) -> int:
+    """git's ``estimate_similarity``: the bytes of the destination's spans also in the source,
+    over the larger size, scaled to ``_MAX_SCORE``; 0 for files too different in size to reach
+    ``minimum``, and for anything but two regular files."""
+    if not (_is_regular(source.mode) and _is_regular(destination.mode)):
+        return 0
+    size_a, size_b = signatures.size(source.id), signatures.size(destination.id)
+    largest, smallest = max(size_a, size_b), min(size_a, size_b)
+    if largest * (_MAX_SCORE - minimum) < (largest - smallest) * _MAX_SCORE:
+        return 0
+    if not size_b:
+        return 0
+    a, b = signatures.counts(source.id), signatures.counts(destination.id)
+    copied = sum(min(count, b.get(span, 0)) for span, count in a.items())
+    return copied * _MAX_SCORE // largest
+
+
+_HASHBASE = 107_927
+_MASK = 0xFFFFFFFF
+_SPAN = 64
+#: Span hashes already computed: the same lines recur across the candidates and versions.
+_span_hashes: dict[bytes, int] = {}
+
+
+def _span_counts(data: bytes) -> dict[int, int]:
+    """git's ``hash_chars`` (diffcore-delta.c): content cut into spans that end at a newline or
+    after 64 bytes, each hashed into one of 107 927 values (collisions are part of git's score),
+    with the bytes per value. In text, a CR before a LF is skipped."""
+    if not is_binary(data):
+        data = data.replace(b"\r\n", b"\n")
+    counts: dict[int, int] = {}
+    hashes = _span_hashes
+    if len(hashes) > 1 << 20:
+        hashes.clear()
+    lines = data.split(b"\n")
+    last = lines.pop()
+    spans: list[bytes] = []
+    for line in lines:
+        if len(line) < _SPAN:
+            spans.append(line + b"\n")
+        else:
+            line += b"\n"
+            spans.extend(line[start : start + _SPAN] for start in range(0, len(line), _SPAN))
+    spans.extend(last[start : start + _SPAN] for start in range(0, len(last), _SPAN))
+    for span in spans:
+        value = hashes.get(span)
+        if value is None:
+            value = hashes[span] = _span_hash(span)
+        counts[value] = counts.get(value, 0) + len(span)
+    return counts
+
+
+def _span_hash(span: bytes) -> int:
+    # 32-bit unsigned arithmetic, as in C: a 64-bit rotation by 7 of (accum2, accum1), plus the byte.
+    accum1 = accum2 = 0
+    for byte in span:
+        accum1, accum2 = ((((accum1 << 7) ^ (accum2 >> 25)) + byte) & _MASK, ((accum2 << 7) ^ (accum1 >> 25)) & _MASK)
+    return ((accum1 + accum2 * 0x61) & _MASK) % _HASHBASE
 
 
 def _line_text(line: bytes) -> str:

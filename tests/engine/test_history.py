@@ -63,12 +63,11 @@ def test_lines_of_a_re_created_file_belong_to_the_re_creation(build):
     assert owners(blame(build.store, c3, "f.txt")) == [c3, c3, c3]
 
 
-def test_renames_are_not_followed(build):
-    # Documented choice: the lines of a renamed file start over at its new path.
+def test_a_renamed_file_keeps_the_history_of_its_old_path(build):
     c1 = build.commit({"old.txt": "a\nb\n"})
-    c2 = build.commit(renames={"old.txt": "new.txt"}, parent=c1)
-    c3 = build.commit({"new.txt": "a\nB\n"}, parent=c2)
-    assert owners(blame(build.store, c3, "new.txt")) == [c2, c3]
+    c2 = build.commit(renames={"old.txt": "dir/new.txt"}, parent=c1)
+    c3 = build.commit({"dir/new.txt": "a\nB\n"}, parent=c2)
+    assert owners(blame(build.store, c3, "dir/new.txt")) == [c1, c3]
 
 
 def test_blame_follows_the_first_parent_of_a_merge(build):
