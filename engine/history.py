@@ -112,21 +112,25 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
     # version, length), ascending: a long-lived file keeps a handful of runs however many
     # lines it has, so a step costs its diff's hunks, not the file's length.
     runs: list[tuple[int, int, int]] = [(0, 0, len(lines))] if lines else []
-    current_id, current = commit_id, commit
+    # The commit examined: its parents, and its tree once read (a jump over changesets that
+    # leave the file alone reads no commit: the tree is only needed to look for a rename).
+    current_id, parents, tree = commit_id, commit.parents, commit.tree
     changes = _PathChanges(index, path) if index is not None else None
-    while runs and current.parents:
+    while runs and parents:
         if changes is not None:
             # Changesets the index shows leaving the file alone pass its lines on untouched:
             # skip to the first one that may change it, without looking the file up on the way.
             changed_id = changes.last_unchanged(store, current_id, set())
             if changed_id is not None and changed_id != current_id:
-                current_id, current = changed_id, store.read_commit(changed_id)
+                current_id, parents, tree = changed_id, graph_node(store, changed_id).parents, None
                 continue
-        parent_id = current.parents[0]
+        parent_id = parents[0]
         parent = store.read_commit(parent_id)
         parent_entry = lookup_segments(store, parent.tree, segments)
         if parent_entry is None or parent_entry.mode == MODE_TREE:
-            origin = _find_rename(store, parent.tree, current.tree, path, entry)
+            if tree is None:
+                tree = store.read_commit(current_id).tree
+            origin = _find_rename(store, parent.tree, tree, path, entry)
             if origin is None:
                 break
             path, parent_entry = origin
@@ -139,7 +143,7 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
             runs = _pass_to_parent(runs, _diff_hunks(parent_data, data), owners, current_id)
             data = parent_data
         entry = parent_entry
-        current_id, current = parent_id, parent
+        current_id, parents, tree = parent_id, parent.parents, parent.tree
     for _, target, length in runs:
         owners[target : target + length] = [current_id] * length
     return [
@@ -215,13 +219,17 @@ def _trim_common_tail(a: bytes, b: bytes) -> tuple[bytes, bytes]:
     blocks, then give back what follows the first line end of the dropped part."""
     block = 1024
     size_a, size_b = len(a), len(b)
-    smaller = min(size_a, size_b)
-    trimmed = 0
-    with memoryview(a) as view_a, memoryview(b) as view_b:
-        while trimmed + block <= smaller and (
-            view_a[size_a - trimmed - block : size_a - trimmed] == view_b[size_b - trimmed - block : size_b - trimmed]
-        ):
-            trimmed += block
+    # Equal tails of k blocks hold for every smaller k: find the largest by bisection, each
+    # test one comparison at C speed, instead of git's block-by-block loop in Python.
+    low, high = 0, min(size_a, size_b) // block
+    with memoryview(b) as view:
+        while low < high:
+            middle = (low + high + 1) // 2
+            if a.endswith(view[size_b - middle * block :]):
+                low = middle
+            else:
+                high = middle - 1
+    trimmed = low * block
     if not trimmed:
         return a, b
     newline = a.find(b"\n", size_a - trimmed, size_a)
