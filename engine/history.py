@@ -114,7 +114,8 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
     runs: list[tuple[int, int, int]] = [(0, 0, len(lines))] if lines else []
     # The commit examined: its parents, and its tree once read (a jump over changesets that
     # leave the file alone reads no commit: the tree is only needed to look for a rename).
-    current_id, parents, tree = commit_id, commit.parents, commit.tree
+    current_id, parents = commit_id, commit.parents
+    tree: ObjectId | None = commit.tree
     changes = _PathChanges(index, path) if index is not None else None
     while runs and parents:
         if changes is not None:
