@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import NamedTuple, Protocol
@@ -108,10 +109,7 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
     data = store.read_blob(entry.id)
     lines = split_lines(data)
     owners: list[ObjectId] = [""] * len(lines)
-    # The unattributed lines as runs (start in the version examined, start in the blamed
-    # version, length), ascending: a long-lived file keeps a handful of runs however many
-    # lines it has, so a step costs its diff's hunks, not the file's length.
-    runs: list[tuple[int, int, int]] = [(0, 0, len(lines))] if lines else []
+    runs = _Runs(len(lines))
     # The commit examined: its parents, and its tree once read (a jump over changesets that
     # leave the file alone reads no commit: the tree is only needed to look for a rename).
     current_id, parents = commit_id, commit.parents
@@ -141,11 +139,11 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
             break  # git's blame stops at a type change (file <-> symlink, submodule)
         if parent_entry.id != entry.id:
             parent_data = store.read_blob(parent_entry.id)
-            runs = _pass_to_parent(runs, _diff_hunks(parent_data, data), owners, current_id)
+            runs.pass_to_parent(_diff_hunks(parent_data, data), owners, current_id)
             data = parent_data
         entry = parent_entry
         current_id, parents, tree = parent_id, parent.parents, parent.tree
-    for _, target, length in runs:
+    for target, length in zip(runs.targets, runs.lengths):
         owners[target : target + length] = [current_id] * length
     return [
         BlameLine(number, owner, _line_text(line)) for number, (owner, line) in enumerate(zip(owners, lines), start=1)
@@ -156,37 +154,63 @@ def _file_type(mode: int) -> int:
     return mode & 0o170000
 
 
-def _pass_to_parent(
-    runs: list[tuple[int, int, int]], hunks: list[tuple[int, int, int, int]], owners: list[ObjectId], child: ObjectId
-) -> list[tuple[int, int, int]]:
-    """Give the child the unattributed lines its hunks wrote; return the rest as runs in the
-    parent. ``hunks`` are ``(parent start, parent end, child start, child end)``, 0-based and
-    ascending, as :func:`_diff_hunks` gives them."""
-    out: list[tuple[int, int, int]] = []
-    count = len(hunks)
-    h = 0
-    offset = 0  # parent line = child line + offset, between hunks
-    for start, target, length in runs:
-        end = start + length
-        while start < end:
-            while h < count and hunks[h][3] <= start:
-                offset = hunks[h][1] - hunks[h][3]
-                h += 1
-            if h < count and hunks[h][2] <= start:
-                # Inside a hunk: the child wrote these lines.
-                stop = min(end, hunks[h][3])
-                owners[target : target + stop - start] = [child] * (stop - start)
-            else:
-                stop = min(end, hunks[h][2]) if h < count else end
-                old = start + offset
-                if out and out[-1][0] + out[-1][2] == old and out[-1][1] + out[-1][2] == target:
-                    last = out.pop()
-                    out.append((last[0], last[1], last[2] + stop - start))
-                else:
-                    out.append((old, target, stop - start))
-            target += stop - start
-            start = stop
-    return out
+class _Runs:
+    """The unattributed lines as runs: ``starts`` in the version examined, ``targets`` in the
+    blamed version, ``lengths``; ascending, disjoint. A long-lived file keeps few runs for its
+    many lines, and a step touches only the runs its hunks cross: the others move by a slice."""
+
+    def __init__(self, length: int) -> None:
+        self.starts: list[int] = [0] if length else []
+        self.targets: list[int] = [0] if length else []
+        self.lengths: list[int] = [length] if length else []
+
+    def pass_to_parent(self, hunks: list[tuple[int, int, int, int]], owners: list[ObjectId], child: ObjectId) -> None:
+        """Give ``child`` the unattributed lines inside its hunks and move the rest into the
+        parent's numbering. ``hunks`` are ``(parent start, parent end, child start, child
+        end)``, 0-based, ascending, as :func:`_diff_hunks` gives them."""
+        starts, targets, lengths = self.starts, self.targets, self.lengths
+        new_starts: list[int] = []
+        new_targets: list[int] = []
+        new_lengths: list[int] = []
+        count = len(starts)
+        i = 0
+        offset = 0  # parent line = child line + offset, between hunks
+        for _, old_end, new_start, new_end in hunks:
+            # Lines before the hunk keep their order: move them by the offset.
+            j = bisect_left(starts, new_start, i)
+            if j > i:
+                last = j - 1
+                cut = new_start - starts[last]
+                whole = j if lengths[last] <= cut else last
+                new_starts.extend([start + offset for start in starts[i:whole]])
+                new_targets.extend(targets[i:whole])
+                new_lengths.extend(lengths[i:whole])
+                if whole == last:  # the last run crosses into the hunk: split it there
+                    new_starts.append(starts[last] + offset)
+                    new_targets.append(targets[last])
+                    new_lengths.append(cut)
+                    starts[last] = new_start
+                    targets[last] += cut
+                    lengths[last] -= cut
+                i = whole
+            # Lines inside the hunk are the child's.
+            while i < count and starts[i] < new_end:
+                take = min(lengths[i], new_end - starts[i])
+                owners[targets[i] : targets[i] + take] = [child] * take
+                if take < lengths[i]:
+                    starts[i] = new_end
+                    targets[i] += take
+                    lengths[i] -= take
+                    break
+                i += 1
+            offset = old_end - new_end
+        new_starts.extend([start + offset for start in starts[i:]])
+        new_targets.extend(targets[i:])
+        new_lengths.extend(lengths[i:])
+        self.starts, self.targets, self.lengths = new_starts, new_targets, new_lengths
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
 
 
 def _diff_hunks(old: bytes, new: bytes) -> list[tuple[int, int, int, int]]:
