@@ -70,6 +70,13 @@ def test_a_renamed_file_keeps_the_history_of_its_old_path(build):
     assert owners(blame(build.store, c3, "dir/new.txt")) == [c1, c3]
 
 
+def test_blame_walks_paths_with_non_ascii_names(build):
+    c1 = build.commit({"répertoire/café.txt": "a\nb\n"})
+    c2 = build.commit({"répertoire/café.txt": "a\nB\n"}, parent=c1)
+    c3 = build.commit({"répertoire/autre.txt": "x\n"}, parent=c2)
+    assert owners(blame(build.store, c3, "répertoire/café.txt")) == [c1, c2]
+
+
 def test_blame_follows_the_first_parent_of_a_merge(build):
     base = build.commit({"f.txt": "a\nb\n"})
     side = build.commit({"f.txt": "a\nb\nside\n"}, parent=base)
