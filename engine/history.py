@@ -442,7 +442,9 @@ _HASHBASE = 107_927
 _MASK = 0xFFFFFFFF
 _SPAN = 64
 #: Span hashes already computed: the same lines recur across the candidates and versions.
+#: Bounded (a few MB): emptied when it outgrows this many spans.
 _span_hashes: dict[bytes, int] = {}
+_SPAN_HASHES_KEPT = 1 << 16
 
 
 def _span_counts(data: bytes) -> dict[int, int]:
@@ -453,7 +455,7 @@ def _span_counts(data: bytes) -> dict[int, int]:
         data = data.replace(b"\r\n", b"\n")
     counts: dict[int, int] = {}
     hashes = _span_hashes
-    if len(hashes) > 1 << 20:
+    if len(hashes) > _SPAN_HASHES_KEPT:
         hashes.clear()
     lines = data.split(b"\n")
     last = lines.pop()
