@@ -23,11 +23,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.history import MemoryPathIndex, blame, derive
+from engine.history import blame
 from engine.objects import ObjectId
 from engine.store import DiskStore
 
 from .conftest import git, run_git
+from .test_oracle_history import path_indexes
 
 
 @dataclass(frozen=True)
@@ -94,24 +95,6 @@ def git_blame(path: Path, rev: ObjectId, name: str) -> list[ObjectId]:
     return [owners[number] for number in range(1, len(owners) + 1)]
 
 
-def indexes(store: DiskStore, ids: Sequence[ObjectId], head: ObjectId) -> Iterator[tuple[str, MemoryPathIndex | None]]:
-    """No index, the whole history indexed (answered at once and a generation at a time), only
-    the older half indexed, and every changeset too big to index: the answer may not depend on
-    which."""
-    yield "no index", None
-    everything = derive(store, head, lambda oid: False)
-    for window in (None, 1):
-        index = MemoryPathIndex(window=window)
-        index.add(everything)
-        yield f"window={window}", index
-    older = MemoryPathIndex(window=2)
-    older.add(derive(store, ids[len(ids) // 2], lambda oid: False))
-    yield "older half", older
-    unindexed = MemoryPathIndex()
-    unindexed.add(derive(store, head, lambda oid: False, max_paths=0))
-    yield "too big to index", unindexed
-
-
 def assert_blames_match_git(path: Path, commits: Sequence[Commit], *, at: Sequence[int] = (-1,)) -> None:
     """Every line of every file (not submodule) at the chosen commits blames as git blames it."""
     ids = fast_import(path, commits)
@@ -120,7 +103,7 @@ def assert_blames_match_git(path: Path, commits: Sequence[Commit], *, at: Sequen
         files = [name for name, content in commits[number].files.items() if not isinstance(content, Gitlink)]
         for name in files:
             expected = git_blame(path, ids[number], name)
-            for kind, index in indexes(store, ids, ids[number]):
+            for kind, index in [("no index", None), *path_indexes(store, ids[: number % len(ids) + 1])]:
                 ours = [line.changeset for line in blame(store, ids[number], name, index=index)]
                 assert ours == expected, (
                     name,
