@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,3 +121,14 @@ def run_git(
 def git(repo: Path | str, *args: str, input: bytes | None = None) -> str:
     """git's standard output as text."""
     return run_git(repo, *args, input=input).stdout.decode()
+
+
+def git_blame(repo: Path | str, rev: str, path: str, *options: str) -> list[ObjectId]:
+    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, in line order."""
+    out = git(repo, "blame", "--porcelain", *options, rev, "--", path)
+    owners = {}
+    for line in out.splitlines():
+        match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
+        if match:
+            owners[int(match[2])] = match[1]
+    return [owners[number] for number in range(1, len(owners) + 1)]

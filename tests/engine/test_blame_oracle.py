@@ -13,7 +13,6 @@ or a symlink in the parent; empty files, missing final newlines, CRLF and binary
 from __future__ import annotations
 
 import random
-import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from engine.history import blame
 from engine.objects import ObjectId
 from engine.store import DiskStore
 
-from .conftest import git, run_git
+from .conftest import git_blame, run_git
 from .test_oracle_history import path_indexes
 
 
@@ -84,17 +83,6 @@ def fast_import(path: Path, commits: Sequence[Commit]) -> list[ObjectId]:
     return [found[f":{number}"] for number in range(1, len(commits) + 1)]
 
 
-def git_blame(path: Path, rev: ObjectId, name: str) -> list[ObjectId]:
-    """The commit ``git blame --first-parent`` gives each line of ``name`` at ``rev``."""
-    out = git(path, "blame", "--first-parent", "--porcelain", rev, "--", name)
-    owners = {}
-    for line in out.splitlines():
-        match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
-        if match:
-            owners[int(match[2])] = match[1]
-    return [owners[number] for number in range(1, len(owners) + 1)]
-
-
 def assert_blames_match_git(path: Path, commits: Sequence[Commit], *, at: Sequence[int] = (-1,)) -> None:
     """Every line of every file (not submodule) at the chosen commits blames as git blames it."""
     ids = fast_import(path, commits)
@@ -102,7 +90,7 @@ def assert_blames_match_git(path: Path, commits: Sequence[Commit], *, at: Sequen
     for number in at:
         files = [name for name, content in commits[number].files.items() if not isinstance(content, Gitlink)]
         for name in files:
-            expected = git_blame(path, ids[number], name)
+            expected = git_blame(path, ids[number], name, "--first-parent")
             for kind, index in [("no index", None), *path_indexes(store, ids[: number % len(ids) + 1])]:
                 ours = [line.changeset for line in blame(store, ids[number], name, index=index)]
                 assert ours == expected, (
