@@ -76,6 +76,9 @@ class BlameLine(NamedTuple):
     changeset: ObjectId
     #: The line without its trailing newline, decoded as UTF-8 (undecodable bytes become U+FFFD).
     text: str
+    #: The file's path in that changeset: an older path where the file was renamed since (git
+    #: blame's ``filename``).
+    path: str
 
 
 def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathIndex | None = None) -> list[BlameLine]:
@@ -112,7 +115,7 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
     entry = found
     data = store.read_blob(entry.id)
     lines = split_lines(data)
-    owners: list[ObjectId] = [""] * len(lines)
+    owners: list[tuple[ObjectId, str]] = [("", path)] * len(lines)
     runs = _Runs(len(lines))
     # The commit examined: its parents, its tree once read (a jump over changesets that leave
     # the file alone reads no commit: the tree is only needed to look for a rename), and the
@@ -129,6 +132,7 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
             if changed_id is not None and changed_id != current_id:
                 current_id, parents, tree, path_trees = changed_id, graph_node(store, changed_id).parents, None, None
                 continue
+        owner = (current_id, path)
         parent_id = parents[0]
         parent = store.read_commit(parent_id)
         parent_entry, found_trees = _lookup_once(store, parent.tree, segments, path_trees, entry)
@@ -147,14 +151,15 @@ def blame(store: ObjectStore, commit_id: ObjectId, path: str, *, index: PathInde
             break  # git's blame stops at a type change (file <-> symlink, submodule)
         if parent_entry.id != entry.id:
             parent_data = store.read_blob(parent_entry.id)
-            runs.pass_to_parent(_diff_hunks(parent_data, data), owners, current_id)
+            runs.pass_to_parent(_diff_hunks(parent_data, data), owners, owner)
             data = parent_data
         entry = parent_entry
         current_id, parents, tree, path_trees = parent_id, parent.parents, parent.tree, parent_trees
     for target, length in zip(runs.targets, runs.lengths):
-        owners[target : target + length] = [current_id] * length
+        owners[target : target + length] = [(current_id, path)] * length
     return [
-        BlameLine(number, owner, _line_text(line)) for number, (owner, line) in enumerate(zip(owners, lines), start=1)
+        BlameLine(number, changeset, _line_text(line), at)
+        for number, ((changeset, at), line) in enumerate(zip(owners, lines), start=1)
     ]
 
 
@@ -214,10 +219,12 @@ class _Runs:
         self.targets: list[int] = [0] if length else []
         self.lengths: list[int] = [length] if length else []
 
-    def pass_to_parent(self, hunks: list[tuple[int, int, int, int]], owners: list[ObjectId], child: ObjectId) -> None:
-        """Give ``child`` the unattributed lines inside its hunks and move the rest into the
-        parent's numbering. ``hunks`` are ``(parent start, parent end, child start, child
-        end)``, 0-based, ascending, as :func:`_diff_hunks` gives them."""
+    def pass_to_parent(
+        self, hunks: list[tuple[int, int, int, int]], owners: list[tuple[ObjectId, str]], child: tuple[ObjectId, str]
+    ) -> None:
+        """Give ``child`` (its changeset and path) the unattributed lines inside its hunks and
+        move the rest into the parent's numbering. ``hunks`` are ``(parent start, parent end,
+        child start, child end)``, 0-based, ascending, as :func:`_diff_hunks` gives them."""
         starts, targets, lengths = self.starts, self.targets, self.lengths
         new_starts: list[int] = []
         new_targets: list[int] = []

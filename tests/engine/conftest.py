@@ -123,12 +123,22 @@ def git(repo: Path | str, *args: str, input: bytes | None = None) -> str:
     return run_git(repo, *args, input=input).stdout.decode()
 
 
-def git_blame(repo: Path | str, rev: str, path: str, *options: str) -> list[ObjectId]:
-    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, in line order."""
+def git_blame_origins(repo: Path | str, rev: str, path: str, *options: str) -> list[tuple[ObjectId, str]]:
+    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, and the
+    file's path in that commit, in line order."""
     out = git(repo, "blame", "--porcelain", *options, rev, "--", path)
-    owners = {}
+    lines: dict[int, ObjectId] = {}
+    paths: dict[ObjectId, str] = {}
     for line in out.splitlines():
         match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
         if match:
-            owners[int(match[2])] = match[1]
-    return [owners[number] for number in range(1, len(owners) + 1)]
+            commit = lines[int(match[2])] = match[1]
+        elif line.startswith("filename "):
+            # Given with a commit's first group (and every group of a commit seen at two paths).
+            paths[commit] = line.removeprefix("filename ")
+    return [(lines[number], paths[lines[number]]) for number in range(1, len(lines) + 1)]
+
+
+def git_blame(repo: Path | str, rev: str, path: str, *options: str) -> list[ObjectId]:
+    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, in line order."""
+    return [commit for commit, _ in git_blame_origins(repo, rev, path, *options)]

@@ -26,7 +26,7 @@ from engine.history import blame
 from engine.objects import ObjectId
 from engine.store import DiskStore
 
-from .conftest import git_blame, run_git
+from .conftest import git_blame_origins, run_git
 from .test_oracle_history import path_indexes
 
 
@@ -84,20 +84,21 @@ def fast_import(path: Path, commits: Sequence[Commit]) -> list[ObjectId]:
 
 
 def assert_blames_match_git(path: Path, commits: Sequence[Commit], *, at: Sequence[int] = (-1,)) -> None:
-    """Every line of every file (not submodule) at the chosen commits blames as git blames it."""
+    """Every line of every file (not submodule) at the chosen commits blames as git blames it:
+    the same changeset, and the same path in it."""
     ids = fast_import(path, commits)
     store = DiskStore(path)
     for number in at:
         files = [name for name, content in commits[number].files.items() if not isinstance(content, Gitlink)]
         for name in files:
-            expected = git_blame(path, ids[number], name, "--first-parent")
+            expected = git_blame_origins(path, ids[number], name, "--first-parent")
             for kind, index in [("no index", None), *path_indexes(store, ids[: number % len(ids) + 1])]:
-                ours = [line.changeset for line in blame(store, ids[number], name, index=index)]
+                ours = [(line.changeset, line.path) for line in blame(store, ids[number], name, index=index)]
                 assert ours == expected, (
                     name,
                     kind,
-                    [ids.index(oid) for oid in ours],
-                    [ids.index(oid) for oid in expected],
+                    [(ids.index(oid), at) for oid, at in ours],
+                    [(ids.index(oid), at) for oid, at in expected],
                 )
 
 

@@ -41,10 +41,10 @@ def test_blame_attributes_each_line_to_the_changeset_that_last_wrote_it(build):
     c4 = build.commit({"f.txt": "x\na\nB\nc\nd\n"}, parent=c3)  # insert at the top
     c5 = build.commit({"f.txt": "x\na\nB\nd\n"}, parent=c4)  # delete
     assert blame(build.store, c5, "f.txt") == [
-        BlameLine(1, c4, "x"),
-        BlameLine(2, c1, "a"),
-        BlameLine(3, c2, "B"),
-        BlameLine(4, c3, "d"),
+        BlameLine(1, c4, "x", "f.txt"),
+        BlameLine(2, c1, "a", "f.txt"),
+        BlameLine(3, c2, "B", "f.txt"),
+        BlameLine(4, c3, "d", "f.txt"),
     ]
 
 
@@ -67,7 +67,8 @@ def test_a_renamed_file_keeps_the_history_of_its_old_path(build):
     c1 = build.commit({"old.txt": "a\nb\n"})
     c2 = build.commit(renames={"old.txt": "dir/new.txt"}, parent=c1)
     c3 = build.commit({"dir/new.txt": "a\nB\n"}, parent=c2)
-    assert owners(blame(build.store, c3, "dir/new.txt")) == [c1, c3]
+    lines = blame(build.store, c3, "dir/new.txt")
+    assert [(line.changeset, line.path) for line in lines] == [(c1, "old.txt"), (c3, "dir/new.txt")]
 
 
 def test_blame_walks_paths_with_non_ascii_names(build):
