@@ -28,8 +28,6 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import NamedTuple, Protocol
 
-from dulwich.objects import parse_tree as _parse_tree_native
-
 from .errors import CorruptObject, InvalidInput, PathNotFound, WrongObjectType
 from .graph import graph_node, known_nodes
 from .objects import (
@@ -171,9 +169,9 @@ def _lookup_once(
     child_entry: Entry | None = None,
 ) -> tuple[Entry | None, list[ObjectId]]:
     """The entry at the path and the trees along it (complete when there is an entry), as a
-    blame step needs them: each tree read is new at a step that changes the file, so it is
-    scanned as dulwich's native parser splits it, with no :class:`~engine.objects.Tree` built or
-    cached (a root of 500 entries: 0.2 ms against 1 ms). Where a tree along the path is one of
+    blame step needs them: each tree read is new at a step that changes the file, so the name is
+    searched in its bytes (:func:`_find_entry`), with no :class:`~engine.objects.Tree` built or
+    cached (a root of 560 entries: 0.03 ms against 1 ms). Where a tree along the path is one of
     ``child_trees`` (the child's trees along the same path), the rest is the child's: the entry
     is ``child_entry`` and nothing more is read, as git's tree diff skips equal subtrees.
 
@@ -197,12 +195,33 @@ def _lookup_once(
         kind, raw = store.read(entry.id)
         if kind != TREE:
             raise WrongObjectType(f"object {entry.id} is a {kind}, not a {TREE}")
-        try:
-            items = _parse_tree_native(raw, 20)
-        except Exception as exc:  # the native parser raises ObjectFormatException and friends
-            raise CorruptObject(f"malformed tree: {exc}") from exc
-        entry = next((Entry(mode, hexsha.decode("ascii")) for name, mode, hexsha in items if name == key), None)
+        entry = _find_entry(raw, key)
     return entry, trees
+
+
+def _find_entry(raw: bytes, name: bytes) -> Entry | None:
+    """The entry called ``name`` in raw tree bytes, found without parsing the tree: a search
+    for `` name\0``, each hit checked by hopping over the entries before it (an entry is
+    ``mode SP name NUL`` and a 20-byte id: its first NUL ends its name, so ids, which may hold
+    any byte, are stepped over, never searched). A hit inside another entry's name (``a b``
+    holds `` b\0``) or id is passed over."""
+    key = b" " + name + b"\x00"
+    start = raw.find(key)
+    position = 0  # an entry's first byte
+    while start >= 0:
+        end = start + len(key) - 1  # the hit's NUL
+        nul = raw.find(b"\x00", position)
+        while 0 <= nul < end:
+            position = nul + 21
+            nul = raw.find(b"\x00", position)
+        if nul == end and raw.find(b" ", position, start + 1) == start:
+            try:
+                mode = int(raw[position:start], 8)
+            except ValueError:
+                raise CorruptObject(f"malformed tree entry mode: {raw[position:start]!r}") from None
+            return Entry(mode, raw[end + 1 : end + 21].hex())
+        start = raw.find(key, start + 1)
+    return None
 
 
 def _file_type(mode: int) -> int:

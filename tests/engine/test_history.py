@@ -78,6 +78,15 @@ def test_blame_walks_paths_with_non_ascii_names(build):
     assert owners(blame(build.store, c3, "répertoire/café.txt")) == [c1, c2]
 
 
+def test_blame_finds_a_name_that_ends_another_name(build):
+    # "a b.txt" holds " b.txt" and sorts first: the parent's "b.txt" is not mistaken for it.
+    c1 = build.commit({"a b.txt": "other\n"})
+    c2 = build.commit({"b.txt": "a\nb\n"}, parent=c1)
+    c3 = build.commit({"b.txt": "a\nB\n"}, parent=c2)
+    c4 = build.commit({"a b.txt": "changed\n"}, parent=c3)
+    assert owners(blame(build.store, c4, "b.txt")) == [c2, c3]
+
+
 def test_blame_follows_the_first_parent_of_a_merge(build):
     base = build.commit({"f.txt": "a\nb\n"})
     side = build.commit({"f.txt": "a\nb\nside\n"}, parent=base)
