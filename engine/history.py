@@ -399,29 +399,65 @@ def _find_rename(
             return source.path, source.old
     if len(sources) > _RENAME_LIMIT * _RENAME_LIMIT:
         return None
+    scores: dict[int, tuple[int, int]] = {}
+
+    def score(number: int) -> tuple[int, int]:
+        found = scores.get(number)
+        if found is None:
+            source = sources[number]
+            similarity = _similarity(signatures, source.old, entry, _RENAME_SCORE)
+            found = scores[number] = (similarity, int(source.path.rpartition("/")[2] == name))
+        return found
+
+    # A score is at most the smaller size over the larger (shared bytes are bytes of both), so
+    # the sources are scored best bound first, down to the best score found: a commit that
+    # renames a whole directory has hundreds of sources, and git's spans cost Python a step per
+    # byte. Only a tie for the best needs git's candidate order below.
+    bounds = sorted(
+        ((_score_bound(signatures, source.old, entry), number) for number, source in enumerate(sources)),
+        key=lambda item: -item[0],
+    )
+    top = -1
+    for bound, number in bounds:
+        if bound < max(top, _RENAME_SCORE):
+            break
+        top = max(top, score(number)[0])
+    if top < _RENAME_SCORE:
+        return None
+    best = max(scores.values())
+    winners = [number for number, found in scores.items() if found == best]
+    if len(winners) == 1:
+        return sources[winners[0]].path, sources[winners[0]].old
     # git keeps the best four candidates per destination in four slots, replacing the worst
-    # only with a strictly better one, then sorts the slots stably: the tie order is theirs.
-    slots: list[tuple[int, int, Deleted] | None] = [None] * 4
-    for source in sources:
-        found = (
-            _similarity(signatures, source.old, entry, _RENAME_SCORE),
-            int(source.path.rpartition("/")[2] == name),
-            source,
-        )
+    # only with a strictly better one, then sorts the slots stably: a tie is settled by where
+    # the slots put the tied sources, which takes every source's score in git's order.
+    slots: list[tuple[int, int, int] | None] = [None] * 4
+    for number in range(len(sources)):
+        candidate = (*score(number), number)
         worst = 0
         for slot in range(1, 4):
             if _worse(slots[slot], slots[worst]):
                 worst = slot
-        if _worse(slots[worst], found):
-            slots[worst] = found
-    best = min(range(4), key=lambda slot: _rank(slots[slot], slot))
-    chosen = slots[best]
-    if chosen is None or chosen[0] < _RENAME_SCORE:
+        if _worse(slots[worst], candidate):
+            slots[worst] = candidate
+    chosen = slots[min(range(4), key=lambda slot: _rank(slots[slot], slot))]
+    if chosen is None:
         return None
-    return chosen[2].path, chosen[2].old
+    return sources[chosen[2]].path, sources[chosen[2]].old
 
 
-def _worse(a: tuple[int, int, Deleted] | None, b: tuple[int, int, Deleted] | None) -> bool:
+def _score_bound(signatures: _Signatures, source: Entry, destination: Entry) -> int:
+    """The most :func:`_similarity` can give the pair (from the sizes alone)."""
+    if not (_is_regular(source.mode) and _is_regular(destination.mode)):
+        return 0
+    size_a, size_b = signatures.size(source.id), signatures.size(destination.id)
+    largest, smallest = max(size_a, size_b), min(size_a, size_b)
+    if not largest or largest * (_MAX_SCORE - _RENAME_SCORE) < (largest - smallest) * _MAX_SCORE:
+        return 0
+    return smallest * _MAX_SCORE // largest
+
+
+def _worse(a: tuple[int, int, int] | None, b: tuple[int, int, int] | None) -> bool:
     """git's ``score_compare(a, b) > 0``: ``a`` ranks below ``b`` (an empty slot below all)."""
     if a is None:
         return b is not None
@@ -430,7 +466,7 @@ def _worse(a: tuple[int, int, Deleted] | None, b: tuple[int, int, Deleted] | Non
     return (a[0], a[1]) < (b[0], b[1])
 
 
-def _rank(candidate: tuple[int, int, Deleted] | None, slot: int) -> tuple[int, int, int]:
+def _rank(candidate: tuple[int, int, int] | None, slot: int) -> tuple[int, int, int]:
     if candidate is None:
         return (1, 0, slot)
     return (0, -(candidate[0] * 2 + candidate[1]), slot)

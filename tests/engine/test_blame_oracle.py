@@ -220,6 +220,19 @@ def test_a_rename_is_taken_from_the_candidate_git_takes(tmp_path):
     assert_blames_match_git(tmp_path / "r.git", history, at=(-1, -2, -3))
 
 
+def test_a_tie_between_equally_similar_files_goes_as_in_git(tmp_path):
+    # b.txt and x.txt are the same 90 % match: git's four candidate slots put x.txt, the later
+    # one, ahead (it takes the slot of a.txt, the first of the worst), so its history counts.
+    body = text(20, 9)
+    same = "".join(body)
+    history = [
+        Commit({"a.txt": "a\n", "b.txt": same, "c.txt": "c\n", "d.txt": "d\n"}),
+        Commit({"a.txt": "a\n", "b.txt": same, "c.txt": "c\n", "d.txt": "d\n", "x.txt": same}, [0]),
+        Commit({"new/n.txt": "".join(body[:10] + ["changed\n"] + body[11:])}, [1]),
+    ]
+    assert_blames_match_git(tmp_path / "r.git", history)
+
+
 def test_chained_renames_and_a_re_creation(tmp_path):
     body = text(20, 5)
     history = [
