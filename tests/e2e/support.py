@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from tests.deployment import ApiClient, ApiFailure, Deployment, DeploymentError,
 __all__ = [  # re-exported for the tests
     "ApiClient", "ApiFailure", "Deployment", "DeploymentError", "LoadResult", "Process",
     "prepare_repository", "run_writers", "writer_files",
-    "LANDING_TIMEOUT_S", "TEXT", "blob_id", "git", "fsck", "rev_list",
+    "LANDING_TIMEOUT_S", "TEXT", "blob_id", "git", "fsck", "rev_list", "blame_first_parent",
     "sql", "operations_of", "events_of", "queued_operations", "stream_held",
 ]  # fmt: skip
 
@@ -69,6 +70,13 @@ def fsck(repository_dir: Path, *heads: str) -> str:
 def rev_list(repository_dir: Path, head: str) -> list[str]:
     """Every commit reachable from ``head``, by git."""
     return git(repository_dir, "rev-list", head).stdout.split()
+
+
+def blame_first_parent(repository_dir: Path, head: str, path: str) -> list[str]:
+    """The commit ``git blame --first-parent`` gives each line of ``path`` at ``head``."""
+    out = git(repository_dir, "blame", "--first-parent", "--porcelain", head, "--", path).stdout
+    owners = {int(match[2]): match[1] for match in re.finditer(r"^([0-9a-f]{40}) \d+ (\d+)", out, re.M)}
+    return [owners[number] for number in range(1, len(owners) + 1)]
 
 
 # ------------------------------------------------------------------------------ the database

@@ -22,6 +22,7 @@ from .support import (
     LANDING_TIMEOUT_S,
     TEXT,
     ApiClient,
+    blame_first_parent,
     blob_id,
     events_of,
     fsck,
@@ -202,7 +203,11 @@ def scenario(production, client) -> None:
     assert [line["text"] for line in blame] == at_new_path.splitlines()
     assert [line["number"] for line in blame] == list(range(1, len(blame) + 1))
     assert blame[0]["changeset"] in (head, edited)  # first-parent blame: the merge brought it
-    assert {line["changeset"] for line in blame[1:]} == {renamed}  # renames are not followed (engine/history.py)
+    # The rename is followed to f.txt, as git follows it: the older lines keep their changesets.
+    assert renamed not in {line["changeset"] for line in blame}
+    assert [line["changeset"] for line in blame] == blame_first_parent(
+        production.repository_dir(REPO), head, "docs/f.txt"
+    )
 
     log = client.log(REPO, "main")["changesets"]
     ids = [changeset["id"] for changeset in log]

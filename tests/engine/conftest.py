@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -120,3 +121,24 @@ def run_git(
 def git(repo: Path | str, *args: str, input: bytes | None = None) -> str:
     """git's standard output as text."""
     return run_git(repo, *args, input=input).stdout.decode()
+
+
+def git_blame_origins(repo: Path | str, rev: str, path: str, *options: str) -> list[tuple[ObjectId, str]]:
+    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, and the
+    file's path in that commit, in line order."""
+    out = git(repo, "blame", "--porcelain", *options, rev, "--", path)
+    lines: dict[int, ObjectId] = {}
+    paths: dict[ObjectId, str] = {}
+    for line in out.splitlines():
+        match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
+        if match:
+            commit = lines[int(match[2])] = match[1]
+        elif line.startswith("filename "):
+            # Given with a commit's first group (and every group of a commit seen at two paths).
+            paths[commit] = line.removeprefix("filename ")
+    return [(lines[number], paths[lines[number]]) for number in range(1, len(lines) + 1)]
+
+
+def git_blame(repo: Path | str, rev: str, path: str, *options: str) -> list[ObjectId]:
+    """The commit ``git blame`` (with ``options``) gives each line of ``path`` at ``rev``, in line order."""
+    return [commit for commit, _ in git_blame_origins(repo, rev, path, *options)]

@@ -41,10 +41,10 @@ def test_blame_attributes_each_line_to_the_changeset_that_last_wrote_it(build):
     c4 = build.commit({"f.txt": "x\na\nB\nc\nd\n"}, parent=c3)  # insert at the top
     c5 = build.commit({"f.txt": "x\na\nB\nd\n"}, parent=c4)  # delete
     assert blame(build.store, c5, "f.txt") == [
-        BlameLine(1, c4, "x"),
-        BlameLine(2, c1, "a"),
-        BlameLine(3, c2, "B"),
-        BlameLine(4, c3, "d"),
+        BlameLine(1, c4, "x", "f.txt"),
+        BlameLine(2, c1, "a", "f.txt"),
+        BlameLine(3, c2, "B", "f.txt"),
+        BlameLine(4, c3, "d", "f.txt"),
     ]
 
 
@@ -63,12 +63,28 @@ def test_lines_of_a_re_created_file_belong_to_the_re_creation(build):
     assert owners(blame(build.store, c3, "f.txt")) == [c3, c3, c3]
 
 
-def test_renames_are_not_followed(build):
-    # Documented choice: the lines of a renamed file start over at its new path.
+def test_a_renamed_file_keeps_the_history_of_its_old_path(build):
     c1 = build.commit({"old.txt": "a\nb\n"})
-    c2 = build.commit(renames={"old.txt": "new.txt"}, parent=c1)
-    c3 = build.commit({"new.txt": "a\nB\n"}, parent=c2)
-    assert owners(blame(build.store, c3, "new.txt")) == [c2, c3]
+    c2 = build.commit(renames={"old.txt": "dir/new.txt"}, parent=c1)
+    c3 = build.commit({"dir/new.txt": "a\nB\n"}, parent=c2)
+    lines = blame(build.store, c3, "dir/new.txt")
+    assert [(line.changeset, line.path) for line in lines] == [(c1, "old.txt"), (c3, "dir/new.txt")]
+
+
+def test_blame_walks_paths_with_non_ascii_names(build):
+    c1 = build.commit({"répertoire/café.txt": "a\nb\n"})
+    c2 = build.commit({"répertoire/café.txt": "a\nB\n"}, parent=c1)
+    c3 = build.commit({"répertoire/autre.txt": "x\n"}, parent=c2)
+    assert owners(blame(build.store, c3, "répertoire/café.txt")) == [c1, c2]
+
+
+def test_blame_finds_a_name_that_ends_another_name(build):
+    # "a b.txt" holds " b.txt" and sorts first: the parent's "b.txt" is not mistaken for it.
+    c1 = build.commit({"a b.txt": "other\n"})
+    c2 = build.commit({"b.txt": "a\nb\n"}, parent=c1)
+    c3 = build.commit({"b.txt": "a\nB\n"}, parent=c2)
+    c4 = build.commit({"a b.txt": "changed\n"}, parent=c3)
+    assert owners(blame(build.store, c4, "b.txt")) == [c2, c3]
 
 
 def test_blame_follows_the_first_parent_of_a_merge(build):

@@ -8,7 +8,6 @@ every repository.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from engine.history import MemoryPathIndex, blame, derive, log
 from engine.objects import ObjectId
 from engine.store import DiskStore
 
-from .conftest import commit_on, git, run_git
+from .conftest import commit_on, git, git_blame, run_git
 
 ORACLE = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -53,13 +52,7 @@ class Repo:
 
     def blame(self, path: str, *options: str) -> list[ObjectId]:
         """The commit git blames for each line of ``path`` at main, in line order."""
-        out = git(self.path, "blame", "--porcelain", *options, "main", "--", path)
-        owners = {}
-        for line in out.splitlines():
-            match = re.match(r"([0-9a-f]{40}) \d+ (\d+)", line)
-            if match:
-                owners[int(match[2])] = match[1]
-        return [owners[number] for number in range(1, len(owners) + 1)]
+        return git_blame(self.path, "main", path, *options)
 
     def log(self, *paths: str) -> list[ObjectId]:
         return git(self.path, "log", "--format=%H", "main", "--", *paths).split()
