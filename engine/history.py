@@ -175,7 +175,7 @@ def _lookup_once(
     ``child_trees`` (the child's trees along the same path), the rest is the child's: the entry
     is ``child_entry`` and nothing more is read, as git's tree diff skips equal subtrees.
 
-    A name that is not plain UTF-8 text (an escape, a backslash) is looked up through the
+    A name in the escaped form (bytes that are not UTF-8, a backslash) is looked up through the
     store, so that it is matched as the store decodes it."""
     trees: list[ObjectId] = []
     entry: Entry | None = Entry(MODE_TREE, tree_id)
@@ -185,13 +185,10 @@ def _lookup_once(
         if child_trees is not None and child_trees[depth] == entry.id:
             return child_entry, trees + child_trees[depth:]
         trees.append(entry.id)
-        try:
-            key = segment.encode("utf-8")
-        except UnicodeEncodeError:  # bytes that are not UTF-8, kept as surrogates
-            key = b"\\"
-        if b"\\" in key:
+        if "\\" in segment:  # an escaped name (engine.objects): matched as the store decodes it
             entry = store.read_tree(entry.id).get(segment)
             continue
+        key = segment.encode()
         kind, raw = store.read(entry.id)
         if kind != TREE:
             raise WrongObjectType(f"object {entry.id} is a {kind}, not a {TREE}")
