@@ -388,6 +388,11 @@ class PackJournal(ABC):
 def _open_odb(objects_dir: str) -> Any:
     import pygit2
 
+    # As git reads objects: their ids checked when they arrive (index-pack on a push or a fetch,
+    # our own hashing on a write, git fsck on demand), not re-hashed on every read. libgit2's
+    # default re-hashes each object it reads: half of a blame's time on Flask's app.py
+    # (docs/adr/0032). A process-wide switch, set by every store that opens (the same value).
+    pygit2.settings.enable_strict_hash_verification(False)
     return pygit2.Odb(objects_dir)
 
 
