@@ -225,6 +225,10 @@ class BlameLineSerializer(serializers.Serializer):
     number = serializers.IntegerField()
     changeset = serializers.CharField()
     text = serializers.CharField(allow_blank=True)
+    path = serializers.CharField(
+        help_text="The file's path in that changeset: an older path where the file was renamed since "
+        "(git blame's filename; blame follows whole-file renames as git blame does)."
+    )
 
 
 class BlameSerializer(serializers.Serializer):

@@ -129,7 +129,9 @@ def blame(repository: Repository, rev: str, path: str) -> list[dict]:
         lines = history.blame(store, resolve_rev(repository, rev), path, index=index)
     except WrongObjectType:
         raise NotFound(f"{path!r} is not a file at {rev}") from None
-    return [{"number": line.number, "changeset": line.changeset, "text": line.text} for line in lines]
+    return [
+        {"number": line.number, "changeset": line.changeset, "text": line.text, "path": line.path} for line in lines
+    ]
 
 
 def log(

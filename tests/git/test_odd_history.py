@@ -155,19 +155,37 @@ def test_imported_changesets_carry_operations_with_escaped_paths(odd):
 
 
 @pytest.mark.parametrize(
-    "path", [b"README.md", b"win.txt", b"no-newline.txt", b"big.txt", odd_history.LATIN1_NAME, b"run.sh"]
+    "path",
+    [
+        b"README.md",
+        b"win.txt",
+        b"no-newline.txt",
+        b"big.txt",
+        odd_history.LATIN1_NAME,
+        b"run.sh",
+        b"docs/moved/text.txt",
+    ],
 )
-def test_blame_attributes_each_line_as_git_blame_first_parent_does(odd, path):
+def test_blame_attributes_each_line_as_git_blame_first_parent_does_following_the_rename(odd, path):
     lines = get(odd, f"/blame/main/{quote(path_from_bytes(path))}").json()["lines"]
-    porcelain = git_bytes(odd.git_dir, "blame", "--first-parent", "--porcelain", "main", "--", path)
-    expected = []
+    porcelain = git_bytes(
+        odd.git_dir, "-c", "core.quotePath=false", "blame", "--first-parent", "--porcelain", "main", "--", path
+    )
+    expected: list[tuple[str, bytes]] = []
+    paths: dict[str, bytes] = {}
     for line in porcelain.split(b"\n"):
         fields = line.split(b" ")
         if len(fields) >= 3 and len(fields[0]) == 40 and not line.startswith(b"\t"):
-            expected.append(fields[0].decode())
+            commit = fields[0].decode()
+            expected.append(commit)
+        elif line.startswith(b"filename "):
+            paths[commit] = line.removeprefix(b"filename ")  # unquoted: core.quotePath=false
     assert [line["changeset"] for line in lines] == expected
+    assert [line["path"] for line in lines] == [path_from_bytes(paths[commit]) for commit in expected]
     if path == b"win.txt":
         assert lines[0]["text"] == "one\r"  # only \n ends a line, as in git
+    if path == b"docs/moved/text.txt":  # the lines older than the move are the old path's
+        assert {line["path"] for line in lines} == {"docs/moved/text.txt", "src/text.txt"}
 
 
 def test_the_import_runs_again_as_a_no_op_and_a_landing_moves_the_imported_stream(odd, client_for):
