@@ -311,3 +311,20 @@ def test_the_marker_of_an_empty_added_or_removed_line_sits_on_its_row(page, serv
     for row_top, row_bottom, top, bottom in boxes:
         assert row_top <= top and bottom <= row_bottom, (row_top, row_bottom, top, bottom)
     shot(page, "13-diff-empty-lines")
+
+
+def test_diffs_and_blame_are_highlighted_by_the_stylesheet_with_changed_words_marked(page, server):
+    second = server.history["second"]
+    page.goto(f"{server.url}/repos/demo/changeset/{second}?layout=unified")
+    added = page.locator("table.diff.unified.hl tr.add td.src")
+    keyword = added.locator("span.k", has_text="return")
+    # Coloured by pygments.css (a stylesheet of this origin: the CSP refuses inline styles).
+    assert keyword.evaluate("k => getComputedStyle(k).color") == "rgb(0, 128, 0)"
+    assert added.locator(".x").inner_text().startswith(", ")  # the changed words, inside the string
+    assert added.inner_text() == '    return "hello, " + name + "!"'
+    shot(page, "14-diff-highlighted")
+    follow(page, ".toggle a:text-is('Split')")
+    assert page.locator("table.diff.split.hl td.add span.k", has_text="return").count() == 1
+    page.goto(f"{server.url}/repos/demo/blame/main/src/app.py")
+    assert page.locator("table.blame.hl tr#L1 span.k").inner_text() == "def"
+    shot(page, "15-blame-highlighted")

@@ -113,12 +113,13 @@ def test_a_diff_of_thousands_of_files_lists_them_all_and_compares_a_bounded_numb
 def test_diff_layouts_word_highlighting_renames_and_whitespace(reader, sample):
     url = f"/repos/demo/changeset/{sample.second}"
     unified = reader.get(url + "?layout=unified").content.decode()
-    assert 'class="diff unified"' in unified
-    assert '<span class="x">, </span>' in unified or '<span class="x">,' in unified  # changed words marked
+    assert 'class="diff unified hl"' in unified  # highlighted by the file's lexer
+    # The changed words marked, inside the highlighted string (the tags nest).
+    assert '<tr class="add">' in unified and '<span class="x"><span class="s2">, &quot;</span>' in unified
     split = reader.get(url + "?layout=split")
-    assert 'class="diff split"' in split.content.decode()
+    assert 'class="diff split hl"' in split.content.decode()
     assert split.cookies["diff_layout"].value == "split"
-    assert 'class="diff split"' in reader.get(url).content.decode()  # remembered
+    assert 'class="diff split hl"' in reader.get(url).content.decode()  # remembered
     renamed = reader.get(f"/repos/demo/changeset/{sample.renamed}").content.decode()
     assert "notes.txt → docs/notes.txt" in renamed and "100% similar" in renamed
     spaced = write(sample.repository, sample.merged, {"src/app.py": 'def greet(name):\n    return   "<b>" +   name\n'})
