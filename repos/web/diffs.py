@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -158,35 +160,122 @@ def build(
             item.note = "Not compared on this page (a large change): open the file's own diff."
             skipped += 1
             continue
-        if MODE_GITLINK in (before.mode if before else 0, after.mode if after else 0):
-            item.note = _submodule_note(before, after)
-            continue
+        limit = min(per_file, budget)
+        key = (change.status, before, after, item.path, split, ignore_whitespace, limit)
+        found = _compared_before(key, colours)
+        if found is None:
+            found = _fill(item, change.status, before, after, read_blob, split, ignore_whitespace, limit, colours)
+            _remember(key, found)
+        else:
+            found.apply(item)
+        colours.chars -= found.lexed
+        budget -= found.shown
+    unlisted = max(0, len(changes) - MAX_LISTED)
+    return Diff(files, sum(f.additions for f in files), sum(f.deletions for f in files), skipped, unlisted)
+
+
+@dataclass
+class _Compared:
+    """What comparing one file gave (its hunks' lines written): kept per process, since a pair
+    of blobs compares the same way every time (:data:`COMPARED_CACHE_CHARS`)."""
+
+    hunks: list[Hunk]
+    additions: int
+    deletions: int
+    note: str
+    truncated: bool
+    highlighted: bool
+    #: Lines shown (the page's line budget) and characters lexed (its highlighting budget).
+    shown: int
+    lexed: int
+    #: Shown plain only because the page's highlighting budget was spent before it: then
+    #: ``cost`` is what lexing it would have taken.
+    waiting: bool
+    cost: int
+
+    def apply(self, item: FileDiff) -> None:
+        item.hunks, item.additions, item.deletions = self.hunks, self.additions, self.deletions
+        item.note, item.truncated, item.highlighted = self.note, self.truncated, self.highlighted
+
+    @property
+    def size(self) -> int:
+        return sum(len(line.html) + 40 for hunk in self.hunks for line in hunk.lines) + sum(
+            2 * len(line.html if line else "") + 40 for hunk in self.hunks for pair in hunk.rows for line in pair
+        )
+
+
+#: Compared files kept per process, in characters of their lines' HTML.
+COMPARED_CACHE_CHARS = 16_000_000
+_compared: OrderedDict[tuple, tuple[_Compared, int]] = OrderedDict()
+_compared_chars = 0
+_compared_lock = threading.Lock()
+
+
+def _compared_before(key: tuple, colours: _Budget) -> _Compared | None:
+    """The file as compared before with these options and what is left of the page's
+    highlighting budget: the page looks the same whether it was remembered or not.
+
+    Kept twice at most: highlighted (or never: no lexer, too large), and plain for want of budget.
+    """
+    with _compared_lock:
+        for waiting in (False, True):
+            found = _compared.get((*key, waiting))
+            if found is not None and (found[0].cost > colours.chars if waiting else found[0].lexed <= colours.chars):
+                _compared.move_to_end((*key, waiting))
+                return found[0]
+    return None
+
+
+def _remember(key: tuple, compared: _Compared) -> None:
+    global _compared_chars
+    size = compared.size
+    key = (*key, compared.waiting)
+    with _compared_lock:
+        if key in _compared or size > COMPARED_CACHE_CHARS // 8:
+            return
+        _compared[key] = (compared, size)
+        _compared_chars += size
+        while _compared_chars > COMPARED_CACHE_CHARS:
+            _, (_, dropped) = _compared.popitem(last=False)
+            _compared_chars -= dropped
+
+
+def _fill(
+    item: FileDiff,
+    status: str,
+    before: Entry | None,
+    after: Entry | None,
+    read_blob: Callable[[str], bytes],
+    split: bool,
+    ignore_whitespace: bool,
+    limit: int,
+    colours: _Budget,
+) -> _Compared:
+    """Compare one file: its note, counts and hunks with their lines' HTML, written on ``item``."""
+    shown, cost, waiting = 0, 0, False
+    if MODE_GITLINK in (before.mode if before else 0, after.mode if after else 0):
+        item.note = _submodule_note(before, after)
+    else:
         old = _content(before, read_blob)
         new = _content(after, read_blob)
-        if isinstance(old, str):
-            item.note = old
-            continue
-        if isinstance(new, str):
-            item.note = new
-            continue
-        if old == new:
-            if change.status == "renamed":
+        if isinstance(old, str) or isinstance(new, str):
+            item.note = old if isinstance(old, str) else str(new)
+        elif old == new:
+            if status == "renamed":
                 item.note = "Renamed without changes."
             elif before is not None and after is not None and before.mode != after.mode:
                 item.note = f"Mode changed from {before.mode:o} to {after.mode:o}."
-            continue
-        if _same_but_line_endings(old, new):
-            changed = sum(1 for a, b in zip(old, new, strict=True) if a != b)
-            item.additions = item.deletions = changed
+        elif _same_but_line_endings(old, new):
+            item.additions = item.deletions = sum(1 for a, b in zip(old, new, strict=True) if a != b)
             item.note = "Only line endings changed (LF and CRLF)."
-            continue
-        shown = _compare(item, old, new, split=split, ignore_whitespace=ignore_whitespace, limit=min(per_file, budget))
-        budget -= shown
-        _paint(item, split, colours)
-        if not item.hunks and not item.note:
-            item.note = "Only whitespace changed." if ignore_whitespace else "No textual change."
-    unlisted = max(0, len(changes) - MAX_LISTED)
-    return Diff(files, sum(f.additions for f in files), sum(f.deletions for f in files), skipped, unlisted)
+        else:
+            shown = _compare(item, old, new, split=split, ignore_whitespace=ignore_whitespace, limit=limit)
+            cost, waiting = _paint(item, split, colours.chars)
+            if not item.hunks and not item.note:
+                item.note = "Only whitespace changed." if ignore_whitespace else "No textual change."
+    fields = (item.hunks, item.additions, item.deletions, item.note, item.truncated, item.highlighted)
+    lexed = cost if item.highlighted else 0
+    return _Compared(*fields, shown=shown, lexed=lexed, waiting=waiting, cost=cost)
 
 
 def _submodule_note(before: Entry | None, after: Entry | None) -> str:
@@ -330,26 +419,30 @@ def _sides(hunk: Hunk, split: bool) -> tuple[list[Line], list[Line]]:
     return [line for line in hunk.lines if line.kind != "add"], [line for line in hunk.lines if line.kind != "del"]
 
 
-def _paint(item: FileDiff, split: bool, budget: _Budget) -> None:
+def _paint(item: FileDiff, split: bool, budget: int) -> tuple[int, bool]:
     """Write the HTML of every shown line of ``item``: highlighted when the file's lexer is known
-    and its shown lines fit in what is left of the page's budget, plain otherwise.
+    and its shown lines fit in ``budget`` (what is left of the page's), plain otherwise. Returns
+    the characters lexing takes, and whether only the page's budget kept the file plain.
 
     Each side of a hunk is lexed as one text (a line's colours depend on the lines before it):
     the new side colours the context and added lines, the old side the removed ones.
     """
     sides = [_sides(hunk, split) for hunk in item.hunks]
-    cost = sum(len(line.text) for old, new in sides for line in (*old, *new))
-    lexer = lexer_for(item.path) if cost <= min(budget.chars, MAX_HIGHLIGHT_BYTES) else None
-    if lexer is not None:
-        budget.chars -= cost
+    # The old side of a hunk that removes nothing is not lexed (its context is the new side's).
+    lexed = [(old if any(line.kind == "del" for line in old) else [], new) for old, new in sides]
+    cost = sum(len(line.text) for old, new in lexed for line in (*old, *new))
+    lexer = lexer_for(item.path) if cost <= MAX_HIGHLIGHT_BYTES else None
+    waiting = lexer is not None and cost > budget
+    if lexer is not None and not waiting:
         item.highlighted = True
-        for old, new in sides:
+        for old, new in lexed:
             _colour(lexer, new, ("context", "add"))
             _colour(lexer, old, ("del",))
     for old, new in sides:
         for line in (*old, *new):
             if not line.html and line.text:
                 line.html = html.escape(line.text) if line.mark is None else line_html([("", line.text)], line.mark)
+    return cost, waiting
 
 
 def _colour(lexer: Lexer, lines: list[Line], kinds: tuple[str, ...]) -> None:

@@ -328,3 +328,6 @@ def test_a_highlighted_diff_keeps_code_as_text_and_stops_highlighting_past_the_p
     last = sorted(files)[-1]
     alone = reader.get(f"/repos/demo/changeset/{head}?path={last}&layout=unified").content.decode()
     assert '<table class="diff unified hl">' in alone  # a file's own diff has a budget of its own
+    # Compared files are remembered: the page looks the same when viewed again.
+    again = reader.get(f"/repos/demo/changeset/{head}?layout=unified").content.decode()
+    assert again[again.index('class="diff-files"') :] == html[html.index('class="diff-files"') :]
