@@ -162,6 +162,10 @@ def test_an_octopus_merge_lists_every_parent_and_its_diff_against_the_first(odd)
     assert re.findall(r"/changeset/([0-9a-f]{40})", facts) == parents
     names = git_bytes(history.path, "diff", "--name-only", parents[0], history.octopus).decode().split()
     assert names == ["leg0.txt", "leg1.txt", "leg2.txt"] and "3 files changed" in shown
+    assert (
+        f'A merge of 4 parents: the diff below is against the first, <a class="sha" href="/repos/odd/changeset/{parents[0]}">'
+        in shown
+    )
     assert all(name in shown for name in names)
 
 
