@@ -63,7 +63,8 @@ def repository_home(request: HttpRequest, repository) -> HttpResponse:
 
 
 def _readme(repository, head: str, entries: list[dict]) -> dict | None:
-    names = {entry["name"]: entry for entry in entries if entry["type"] == "file"}
+    # Files only: a submodule's commit is another repository's, a link's bytes are a path.
+    names = {entry["name"]: entry for entry in entries if entry["mode"] in ("100644", "100755")}
     for candidate in content.README_NAMES:
         entry = names.get(candidate)
         if entry is None:

@@ -123,6 +123,7 @@ def odd_history(path: Path) -> OddHistory:
             b"M 100644 %s big.txt" % big.encode(),
             b"M 120000 %s link" % link.encode(),
             b"M 160000 %s vendor/lib" % SUBMODULE_COMMIT.encode(),
+            b"M 160000 %s README" % SUBMODULE_COMMIT.encode(),  # a submodule where a README would be
         ],
         zone=b"+1345",
     )

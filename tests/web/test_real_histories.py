@@ -198,7 +198,8 @@ def test_every_page_answers_every_oddity(odd):
     for commit in (history.base, history.edit, history.empty, history.wide_merge, history.octopus):
         page(client, f"/repos/odd/changeset/{commit}?layout=split")
     page(client, f"/repos/odd/compare/{history.empty}..{history.octopus}")
-    page(client, "/repos/odd/")
+    home = page(client, "/repos/odd/")  # a submodule named README is listed, not read as one
+    assert f'README @ <span class="sha">{SUBMODULE_COMMIT[:12]}</span>' in home and 'class="box readme"' not in home
 
 
 # ------------------------------------------------------------------------------ encodings
