@@ -101,6 +101,7 @@ class OddHistory:
     base: str
     edit: str
     empty: str
+    swap: str
     wide_merge: str
     octopus: str
     octopus_parents: list[str]
@@ -141,6 +142,13 @@ def odd_history(path: Path) -> OddHistory:
         zone=b"-0930",
     )
     empty = s.commit("main", b"an empty commit: no file changes\n", parents=[edit])
+    # A file removed as a submodule is added: rename detection must not read the submodule.
+    swap = s.commit(
+        "swap",
+        b"a file out, a submodule in\n",
+        [b"D crlf.txt", b"M 160000 %s vendor/crlf" % SUBMODULE_COMMIT.encode()],
+        parents=[empty],
+    )
     wide_files = [
         b"M 100644 %s wide/d%d/f%d.txt" % (s.blob(b"%d\n" % n).encode(), n % 50, n) for n in range(WIDE_FILES)
     ]
@@ -155,7 +163,14 @@ def odd_history(path: Path) -> OddHistory:
     octopus = s.commit("main", b"octopus: three legs at once\n", legs, parents=[wide_merge, *branches])
     ids = s.run(path)
     return OddHistory(
-        path, ids[base], ids[edit], ids[empty], ids[wide_merge], ids[octopus], [ids[m] for m in [wide_merge, *branches]]
+        path,
+        ids[base],
+        ids[edit],
+        ids[empty],
+        ids[swap],
+        ids[wide_merge],
+        ids[octopus],
+        [ids[m] for m in [wide_merge, *branches]],
     )
 
 

@@ -94,6 +94,8 @@ def test_a_submodule_is_named_with_its_commit_and_never_read(odd):
     assert "in another repository" in page(client, "/repos/odd/blame/main/vendor/lib")
     assert client.get("/repos/odd/raw/main/vendor/lib").status_code == 404  # no bytes to give
     assert f"Submodule at commit {SUBMODULE_COMMIT}." in page(client, f"/repos/odd/changeset/{history.base}")
+    swapped = page(client, f"/repos/odd/changeset/{history.swap}")  # a file out, a submodule in: no rename
+    assert f"Submodule at commit {SUBMODULE_COMMIT}." in swapped and "2 files changed" in swapped
     moved = f"Submodule moved from commit {SUBMODULE_COMMIT} to {MOVED_SUBMODULE}."
     assert moved in page(client, f"/repos/odd/changeset/{history.edit}")
     assert moved in page(client, f"/repos/odd/compare/{history.base}..{history.edit}")
@@ -195,7 +197,7 @@ def test_every_page_answers_every_oddity(odd):
             page(client, f"/repos/odd/log/{rev}?path={path}")
         for directory in ("", "/vendor", "/wide", "/wide/d7", "/src"):
             page(client, f"/repos/odd/tree/{rev}{directory}")
-    for commit in (history.base, history.edit, history.empty, history.wide_merge, history.octopus):
+    for commit in (history.base, history.edit, history.empty, history.swap, history.wide_merge, history.octopus):
         page(client, f"/repos/odd/changeset/{commit}?layout=split")
     page(client, f"/repos/odd/compare/{history.empty}..{history.octopus}")
     home = page(client, "/repos/odd/")  # a submodule named README is listed, not read as one
