@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -33,6 +31,7 @@ from .render import (
     MAX_DISPLAY_BYTES,
     MAX_HIGHLIGHT_BYTES,
     Lexer,
+    SizedCache,
     cut_line,
     display_text,
     lexer_for,
@@ -177,7 +176,7 @@ def build(
 @dataclass
 class _Compared:
     """What comparing one file gave (its hunks' lines written): kept per process, since a pair
-    of blobs compares the same way every time (:data:`COMPARED_CACHE_CHARS`)."""
+    of blobs compares the same way every time."""
 
     hunks: list[Hunk]
     additions: int
@@ -204,11 +203,8 @@ class _Compared:
         )
 
 
-#: Compared files kept per process, in characters of their lines' HTML.
-COMPARED_CACHE_CHARS = 16_000_000
-_compared: OrderedDict[tuple, tuple[_Compared, int]] = OrderedDict()
-_compared_chars = 0
-_compared_lock = threading.Lock()
+#: Compared files kept per process, up to 16 M characters of their lines' HTML.
+_compared: SizedCache[tuple, _Compared] = SizedCache(16_000_000)
 
 
 def _compared_before(key: tuple, colours: _Budget) -> _Compared | None:
@@ -217,27 +213,15 @@ def _compared_before(key: tuple, colours: _Budget) -> _Compared | None:
 
     Kept twice at most: highlighted (or never: no lexer, too large), and plain for want of budget.
     """
-    with _compared_lock:
-        for waiting in (False, True):
-            found = _compared.get((*key, waiting))
-            if found is not None and (found[0].cost > colours.chars if waiting else found[0].lexed <= colours.chars):
-                _compared.move_to_end((*key, waiting))
-                return found[0]
+    for waiting in (False, True):
+        found = _compared.get((*key, waiting))
+        if found is not None and (found.cost > colours.chars if waiting else found.lexed <= colours.chars):
+            return found
     return None
 
 
 def _remember(key: tuple, compared: _Compared) -> None:
-    global _compared_chars
-    size = compared.size
-    key = (*key, compared.waiting)
-    with _compared_lock:
-        if key in _compared or size > COMPARED_CACHE_CHARS // 8:
-            return
-        _compared[key] = (compared, size)
-        _compared_chars += size
-        while _compared_chars > COMPARED_CACHE_CHARS:
-            _, (_, dropped) = _compared.popitem(last=False)
-            _compared_chars -= dropped
+    _compared.put((*key, compared.waiting), compared, compared.size)
 
 
 def _fill(

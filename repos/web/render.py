@@ -15,6 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import markdown
 import nh3
@@ -35,6 +36,9 @@ MAX_HIGHLIGHT_BYTES = 256 * 1024
 MAX_LINE_CHARS = 5_000
 #: READMEs above this size are shown as a link, not rendered.
 MAX_README_BYTES = 512 * 1024
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 IMAGE_TYPES = {
     ".png": "image/png",
@@ -85,12 +89,12 @@ def display_text(raw: bytes) -> str:
 def text_lines(path: str, data: bytes, blob_id: str | None = None) -> FileLines:
     """The lines of a text file as HTML, highlighted by file name when small enough.
 
-    With ``blob_id`` highlighted lines are remembered (:data:`HIGHLIGHT_CACHE_CHARS`): a blob
+    With ``blob_id`` highlighted lines are remembered (32 M characters of HTML): a blob
     never changes, lexing it costs 2-5 µs a byte, and its file and blame pages show the same lines.
     """
     lexer = lexer_for(path) if len(data) <= MAX_HIGHLIGHT_BYTES else None
     key = (blob_id, type(lexer).__name__) if blob_id and lexer is not None else None
-    found = _remembered(key) if key else None
+    found = _highlighted.get(key) if key else None
     if found is not None:
         return found
     texts = []
@@ -104,39 +108,49 @@ def text_lines(path: str, data: bytes, blob_id: str | None = None) -> FileLines:
         return FileLines([html.escape(text) for text in texts], False, cut)
     shown = FileLines(highlight(lexer, texts), True, cut)
     if key:
-        _remember(key, shown)
+        _highlighted.put(key, shown, sum(map(len, shown.lines)))
     return shown
 
 
 # ------------------------------------------------------------------------------ highlighting
 
-#: Highlighted files kept per process (blob, lexer) → lines, up to this many characters of HTML.
-HIGHLIGHT_CACHE_CHARS = 32_000_000
-_highlighted: OrderedDict[tuple[str, str], tuple[FileLines, int]] = OrderedDict()
-_highlighted_chars = 0
-_highlighted_lock = threading.Lock()
+
+class SizedCache(Generic[K, V]):
+    """A map kept per process that forgets its least recently used entries past ``capacity``
+    (the sum of the sizes given); an entry over ``capacity // 4`` is not kept. Thread-safe."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            self._entries.move_to_end(key)
+            return found[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        with self._lock:
+            if key in self._entries or size > self.capacity // 4:
+                return
+            self._entries[key] = (value, size)
+            self._size += size
+            while self._size > self.capacity:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._size -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._size = 0
 
 
-def _remembered(key: tuple[str, str]) -> FileLines | None:
-    with _highlighted_lock:
-        found = _highlighted.get(key)
-        if found is None:
-            return None
-        _highlighted.move_to_end(key)
-        return found[0]
-
-
-def _remember(key: tuple[str, str], shown: FileLines) -> None:
-    global _highlighted_chars
-    size = sum(map(len, shown.lines))
-    with _highlighted_lock:
-        if key in _highlighted or size > HIGHLIGHT_CACHE_CHARS // 4:
-            return
-        _highlighted[key] = (shown, size)
-        _highlighted_chars += size
-        while _highlighted_chars > HIGHLIGHT_CACHE_CHARS:
-            _, (_, dropped) = _highlighted.popitem(last=False)
-            _highlighted_chars -= dropped
+#: Highlighted files per (blob, lexer), up to 32 M characters of HTML.
+_highlighted: SizedCache[tuple[str, str], FileLines] = SizedCache(32_000_000)
 
 
 def _special_patterns() -> re.Pattern[str]:
