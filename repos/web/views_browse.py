@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_safe
 
-from engine.objects import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, is_binary
+from engine.objects import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, is_binary, path_from_bytes
 
 from ..errors import Invalid, NotFound
 from ..models import Proposal
@@ -124,23 +124,20 @@ def file(request: HttpRequest, repository, rest: str) -> HttpResponse:
     kind = "symlink" if entry.mode == MODE_SYMLINK else content.classify(path, data)
     context.update(kind=kind, size=len(data), executable=entry.mode == MODE_EXECUTABLE)
     if kind == "symlink":
-        context.update(target=data.decode("utf-8", "replace"), target_path=_link_target(repository, rev.id, path, data))
+        target = path_from_bytes(data)  # a path, in the escaped form names are shown in
+        context.update(target=target, target_path=_link_target(repository, rev.id, path, target))
     elif kind == "text":
         shown = content.text_lines(path, data, entry.id)
         context.update(lines=shown.lines, table=tables.code_table(shown.lines, shown.highlighted), cut=shown.cut)
     return render(request, "web/file.html", context)
 
 
-def _link_target(repository, commit_id: str, path: str, target: bytes) -> str | None:
+def _link_target(repository, commit_id: str, path: str, target: str) -> str | None:
     """The repository path a symbolic link points at, when it stays inside the repository and
     something is there; None otherwise (an absolute or outside target: shown, not linked)."""
-    try:
-        text = target.decode("utf-8")
-    except UnicodeDecodeError:
+    if target.startswith("/"):
         return None
-    if text.startswith("/"):
-        return None
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), text))
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
     if resolved in (".", "") or resolved.startswith("../") or resolved == "..":
         return None
     try:

@@ -4,7 +4,8 @@
 :func:`odd_history` holds a submodule (gitlink), a symbolic link, binary, very large and CRLF
 files, an empty commit, a merge of thousands of files and an octopus merge. :func:`encoded_history`
 holds what needs decoding: ISO-8859-1 messages and names behind git's ``encoding`` header, a
-message that is not valid UTF-8 at all, and paths that are not valid UTF-8 (or hold a backslash).
+message that is not valid UTF-8 at all, paths that are not valid UTF-8 (or hold a backslash),
+and a symbolic link to one.
 Each returns the source directory and the commit ids, read back from git.
 """
 
@@ -205,6 +206,7 @@ def encoded_history(path: Path) -> EncodedHistory:
             b"M 100644 %s %s" % (s.blob(b"latin-1 name\n").encode(), _quoted(RAW_PATH)),
             b"M 100644 %s %s" % (s.blob(b"a backslash\n").encode(), _quoted(BACKSLASH_PATH)),
             b"M 100644 %s %s" % (s.blob(b"in an odd directory\n").encode(), _quoted(b"dir\xff/inner.txt")),
+            b"M 120000 %s to-cafe" % s.blob(RAW_PATH).encode(),  # a link whose target is not UTF-8
         ],
         parents=[invalid],
     )

@@ -236,7 +236,14 @@ def test_paths_that_are_not_utf8_are_shown_escaped_and_their_links_lead_back_to_
     (directory,) = [href for href in hrefs(root) if "/tree/" in href and unquote(href).endswith("/dir\\xff")]
     (inner,) = [href for href in hrefs(page(client, directory)) if "/blob/" in href and href.endswith("inner.txt")]
     assert "in an odd directory" in page(client, inner)
+    link = page(client, "/repos/encoded/blob/main/to-cafe")
+    (target,) = [href for href in hrefs(link) if "/blob/main/" in href and not href.endswith("to-cafe")]
+    assert (
+        "Symbolic link to <a href=" in link
+        and f">{ESCAPED_PATH}</a>" in link
+        and "latin-1 name" in page(client, target)
+    )
     changeset = page(client, f"/repos/encoded/changeset/{history.paths}")
-    assert "3 files changed" in changeset and ESCAPED_PATH in changeset and ESCAPED_BACKSLASH_PATH in changeset
+    assert "4 files changed" in changeset and ESCAPED_PATH in changeset and ESCAPED_BACKSLASH_PATH in changeset
     for one in [href for href in hrefs(changeset) if "path=" in href and "layout" in href]:
         assert "1 file changed" in page(client, f"/repos/encoded/changeset/{history.paths}{one}")
