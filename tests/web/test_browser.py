@@ -135,8 +135,8 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
     shot(page, "02-tree")
     page.fill("input[name=q]", "app py")
-    page.press("input[name=q]", "Enter")
-    assert page.locator("ul.list li").all_inner_texts() == ["src/app.py"]
+    page.press("input[name=q]", "Enter")  # a key press does not wait for the page it submits to
+    expect(page.locator("ul.list li")).to_have_text(["src/app.py"])
     shot(page, "02-find")
     follow(page, "ul.list a:text-is('src/app.py')")
     assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
