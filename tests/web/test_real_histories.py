@@ -247,3 +247,5 @@ def test_paths_that_are_not_utf8_are_shown_escaped_and_their_links_lead_back_to_
     assert "4 files changed" in changeset and ESCAPED_PATH in changeset and ESCAPED_BACKSLASH_PATH in changeset
     for one in [href for href in hrefs(changeset) if "path=" in href and "layout" in href]:
         assert "1 file changed" in page(client, f"/repos/encoded/changeset/{history.paths}{one}")
+    compare = page(client, f"/repos/encoded/compare/{history.latin1}..main")
+    assert "5 files changed" in compare and ESCAPED_PATH in compare and "dir\\xff/inner.txt" in compare
