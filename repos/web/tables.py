@@ -26,13 +26,18 @@ def code_table(lines: list[str], highlighted: bool) -> SafeString:
     return mark_safe(f'<table class="{css}"><colgroup><col class="num-col"><col></colgroup>{rows}</table>')
 
 
-def blame_table(hunks: list[dict], *, changeset_url: str, blame_url: str, path: str, when) -> SafeString:
-    """Blame hunks: the changeset, agent, summary, age and "blame the parent" once per hunk.
+def blame_table(
+    hunks: list[dict], *, changeset_url: str, blame_url: str, path: str, when, highlighted: bool
+) -> SafeString:
+    """Blame hunks: the changeset, agent, summary, age and "blame the parent" once per hunk;
+    each line as HTML already (``render.text_lines``).
 
     ``changeset_url`` and ``blame_url`` are URL prefixes the ids are appended to; ``when(time)``
     is the ``<time>`` markup of a moment.
     """
-    out = ['<table class="blame code"><colgroup><col class="who-col"><col class="num-col"><col></colgroup>']
+    out = [
+        f'<table class="blame code{" hl" if highlighted else ""}"><colgroup><col class="who-col"><col class="num-col"><col></colgroup>'
+    ]
     quoted_path = escape(quote(path, safe="/"))
     times: dict[str, str] = {}  # one <time> per changeset: a changeset writes many hunks
     for hunk in hunks:
@@ -53,11 +58,11 @@ def blame_table(hunks: list[dict], *, changeset_url: str, blame_url: str, path: 
             f'<span class="summary" title="{summary}">{summary}</span>'
             f'<span class="age">{times[info.id]}</span>{parent}</div></td>'
         )
-        for index, (number, text) in enumerate(hunk["lines"]):
+        for index, (number, line) in enumerate(hunk["lines"]):
             start = ' class="hunk-start"' if index == 0 else ""
             out.append(
                 f'<tr id="L{number}"{start}>{who if index == 0 else ""}'
-                f'<td class="num"><a href="#L{number}">{number}</a></td><td class="src">{escape(text)}</td></tr>'
+                f'<td class="num"><a href="#L{number}">{number}</a></td><td class="src">{line}</td></tr>'
             )
     out.append("</table>")
     return mark_safe("".join(out))
@@ -72,9 +77,10 @@ def diff_table(item: FileDiff, split: bool) -> SafeString:
     if not item.hunks:
         return mark_safe("")
     out = []
+    hl = " hl" if item.highlighted else ""
     if split:
         out.append(
-            '<table class="diff split"><colgroup><col class="num-col"><col><col class="num-col"><col></colgroup>'
+            f'<table class="diff split{hl}"><colgroup><col class="num-col"><col><col class="num-col"><col></colgroup>'
         )
         for hunk in item.hunks:
             out.append(f'<tr class="hunk"><td colspan="4">{escape(hunk.header)}</td></tr>')
@@ -89,7 +95,9 @@ def diff_table(item: FileDiff, split: bool) -> SafeString:
                         )
                 out.append(f"<tr>{''.join(cells)}</tr>")
     else:
-        out.append('<table class="diff unified"><colgroup><col class="num-col"><col class="num-col"><col></colgroup>')
+        out.append(
+            f'<table class="diff unified{hl}"><colgroup><col class="num-col"><col class="num-col"><col></colgroup>'
+        )
         for hunk in item.hunks:
             out.append(f'<tr class="hunk"><td colspan="3">{escape(hunk.header)}</td></tr>')
             out.extend(

@@ -3,6 +3,7 @@ the "go to file" search."""
 
 from __future__ import annotations
 
+import posixpath
 from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
@@ -10,8 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_safe
 
-from engine.objects import MODE_EXECUTABLE, MODE_SYMLINK, MODE_TREE, is_binary
+from engine.objects import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, is_binary, path_from_bytes
 
+from ..errors import Invalid, NotFound
 from ..models import Proposal
 from ..services import browse, proposals, reads
 from ..services.access import readable_repositories
@@ -61,7 +63,8 @@ def repository_home(request: HttpRequest, repository) -> HttpResponse:
 
 
 def _readme(repository, head: str, entries: list[dict]) -> dict | None:
-    names = {entry["name"]: entry for entry in entries if entry["type"] == "file"}
+    # Files only: a submodule's commit is another repository's, a link's bytes are a path.
+    names = {entry["name"]: entry for entry in entries if entry["mode"] in ("100644", "100755")}
     for candidate in content.README_NAMES:
         entry = names.get(candidate)
         if entry is None:
@@ -113,23 +116,35 @@ def file(request: HttpRequest, repository, rest: str) -> HttpResponse:
         raise Http404(f"no file {path!r} at {rev.short}")
     if entry.mode == MODE_TREE:
         return redirect("web:tree", repository.name, f"{rev.name}/{path}")
+    context = {"repository": repository, "rev": rev, "path": path, "crumbs": breadcrumbs(path), "blob": entry.id}
+    if entry.mode == MODE_GITLINK:
+        # A commit of another repository: named, never read (it is not in this one).
+        return render(request, "web/file.html", {**context, "kind": "submodule"})
     data = browse.read_blob(repository, entry.id)
-    kind = content.classify(path, data)
-    context = {
-        "repository": repository,
-        "rev": rev,
-        "path": path,
-        "crumbs": breadcrumbs(path),
-        "kind": kind,
-        "size": len(data),
-        "blob": entry.id,
-        "executable": entry.mode == MODE_EXECUTABLE,
-        "symlink": entry.mode == MODE_SYMLINK,
-    }
-    if kind == "text":
-        shown = content.text_lines(path, data)
+    kind = "symlink" if entry.mode == MODE_SYMLINK else content.classify(path, data)
+    context.update(kind=kind, size=len(data), executable=entry.mode == MODE_EXECUTABLE)
+    if kind == "symlink":
+        target = path_from_bytes(data)  # a path, in the escaped form names are shown in
+        context.update(target=target, target_path=_link_target(repository, rev.id, path, target))
+    elif kind == "text":
+        shown = content.text_lines(path, data, entry.id)
         context.update(lines=shown.lines, table=tables.code_table(shown.lines, shown.highlighted), cut=shown.cut)
     return render(request, "web/file.html", context)
+
+
+def _link_target(repository, commit_id: str, path: str, target: str) -> str | None:
+    """The repository path a symbolic link points at, when it stays inside the repository and
+    something is there; None otherwise (an absolute or outside target: shown, not linked)."""
+    if target.startswith("/"):
+        return None
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    if resolved in (".", "") or resolved.startswith("../") or resolved == "..":
+        return None
+    try:
+        found = browse.entry_at(repository, commit_id, browse.check_path(resolved))
+    except (NotFound, Invalid):
+        return None
+    return resolved if found is not None else None
 
 
 @require_safe
@@ -141,7 +156,12 @@ def raw(request: HttpRequest, repository, rest: str) -> HttpResponse:
     opened raw can never run a script with the user's session.
     """
     rev, path = revision_and_path(repository, rest)
-    data = reads.read_file(repository, rev.id, path)
+    entry = browse.entry_at(repository, rev.id, path) if path else None
+    if entry is None or entry.mode == MODE_TREE:
+        raise NotFound(f"no file {path!r} at {rev.short}")
+    if entry.mode == MODE_GITLINK:
+        raise NotFound(f"{path!r} is a submodule at commit {entry.id}: its content is in another repository")
+    data = browse.read_blob(repository, entry.id)
     image = content.image_type(path)
     if image:
         media = image

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_safe
 
-from engine.objects import MODE_TREE
+from engine.objects import MODE_GITLINK, MODE_TREE
 
 from ..errors import Invalid
 from ..services import browse, checks, reads
@@ -78,13 +78,17 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
     entry = browse.entry_at(repository, rev.id, path) if path else None
     if entry is None or entry.mode == MODE_TREE:
         raise Http404(f"no file {path!r} at {rev.short}")
+    context = {"repository": repository, "rev": rev, "path": path, "crumbs": breadcrumbs(path), "blob": entry.id}
+    if entry.mode == MODE_GITLINK:  # a commit of another repository: nothing here to read
+        return render(request, "web/blame.html", {**context, "kind": "submodule"})
     data = browse.read_blob(repository, entry.id)
     kind = content.classify(path, data)
-    context = {"repository": repository, "rev": rev, "path": path, "crumbs": breadcrumbs(path), "kind": kind}
+    context["kind"] = kind
     if kind != "text":
         context["size"] = len(data)
         return render(request, "web/blame.html", context)
     lines = browse.blame(repository, rev.id, path)
+    shown = content.text_lines(path, data, entry.id)  # the file's lines, highlighted as its page shows them
     infos = browse.describe(repository, [line["changeset"] for line in lines])
     oldest = min((info.time for info in infos.values()), default=0)
     newest = max((info.time for info in infos.values()), default=0)
@@ -96,7 +100,7 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
             # One moment for all (a file written once): everything is as new as it gets.
             age = round((AGE_STEPS - 1) * (info.time - oldest) / span) if span else AGE_STEPS - 1
             hunks.append({"info": info, "age": age, "first": line["number"], "lines": []})
-        hunks[-1]["lines"].append((line["number"], content.cut_line(line["text"])[0]))
+        hunks[-1]["lines"].append((line["number"], shown.lines[line["number"] - 1]))
     context.update(
         hunks=hunks,
         table=tables.blame_table(
@@ -105,6 +109,7 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
             blame_url=reverse("web:blame", args=[repository.name, "-"])[:-1],
             path=path,
             when=when,
+            highlighted=shown.highlighted,
         ),
         legend=list(range(AGE_STEPS)),
         oldest=oldest,

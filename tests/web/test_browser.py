@@ -135,8 +135,8 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
     shot(page, "02-tree")
     page.fill("input[name=q]", "app py")
-    page.press("input[name=q]", "Enter")
-    assert page.locator("ul.list li").all_inner_texts() == ["src/app.py"]
+    page.press("input[name=q]", "Enter")  # a key press does not wait for the page it submits to
+    expect(page.locator("ul.list li")).to_have_text(["src/app.py"])
     shot(page, "02-find")
     follow(page, "ul.list a:text-is('src/app.py')")
     assert page.locator("table.code.hl span.k", has_text="def").count() >= 1  # highlighted
@@ -272,3 +272,59 @@ def test_html_in_names_contents_messages_provenance_and_titles_stays_text(page, 
         assert page.locator("main script, main img[src=x]").count() == 0, url  # not as markup
         shot(page, f"2{number}-escaping")
     assert page.dialogs == []
+
+
+def _marker_boxes(page) -> list[tuple[float, float, float, float]]:
+    """(row top, row bottom, marker top, marker bottom) of each diff line's ``::before`` marker,
+    read from Chromium's layout through the DevTools protocol (a script cannot measure a
+    pseudo-element)."""
+    cdp = page.context.new_cdp_session(page)
+    found = []
+
+    def walk(node: dict, row: dict | None) -> None:
+        row = node if node.get("localName") == "tr" else row
+        if node.get("localName") == "td" and row is not None:
+            for pseudo in node.get("pseudoElements", []):
+                if pseudo.get("pseudoType") == "before":
+                    row_box = cdp.send("DOM.getBoxModel", {"nodeId": row["nodeId"]})["model"]["border"]
+                    marker = cdp.send("DOM.getBoxModel", {"nodeId": pseudo["nodeId"]})["model"]["border"]
+                    found.append((row_box[1], row_box[5], marker[1], marker[5]))
+        for child in node.get("children", []):
+            walk(child, row)
+
+    walk(cdp.send("DOM.getDocument", {"depth": -1})["root"], None)
+    cdp.detach()
+    return found
+
+
+def test_the_marker_of_an_empty_added_or_removed_line_sits_on_its_row(page, server):
+    api = server.api
+    api.create_repo("blank")
+    server.manage("shell", "-c", GRANT.replace('"policed"', '"blank"'))
+    old = api.write("blank", None, {"a.py": "def f():\n\n    return 1\n\nx = 2\n"}, "base")
+    new = api.write("blank", old, {"a.py": "def f():\n    return 1\n\n\nx = 2\n\n"}, "move the blank lines")
+    page.goto(f"{server.url}/repos/blank/changeset/{new}?layout=unified")
+    rows = page.locator("table.diff.unified tr.add, table.diff.unified tr.del")
+    assert rows.all_inner_texts() == ["2\t\t", "\t4\t", "\t6\t"]  # three empty lines: one removed, two added
+    boxes = _marker_boxes(page)
+    assert len(boxes) == 3
+    for row_top, row_bottom, top, bottom in boxes:
+        assert row_top <= top and bottom <= row_bottom, (row_top, row_bottom, top, bottom)
+    shot(page, "13-diff-empty-lines")
+
+
+def test_diffs_and_blame_are_highlighted_by_the_stylesheet_with_changed_words_marked(page, server):
+    second = server.history["second"]
+    page.goto(f"{server.url}/repos/demo/changeset/{second}?layout=unified")
+    added = page.locator("table.diff.unified.hl tr.add td.src")
+    keyword = added.locator("span.k", has_text="return")
+    # Coloured by pygments.css (a stylesheet of this origin: the CSP refuses inline styles).
+    assert keyword.evaluate("k => getComputedStyle(k).color") == "rgb(0, 128, 0)"
+    assert added.locator(".x").inner_text().startswith(", ")  # the changed words, inside the string
+    assert added.inner_text() == '    return "hello, " + name + "!"'
+    shot(page, "14-diff-highlighted")
+    follow(page, ".toggle a:text-is('Split')")
+    assert page.locator("table.diff.split.hl td.add span.k", has_text="return").count() == 1
+    page.goto(f"{server.url}/repos/demo/blame/main/src/app.py")
+    assert page.locator("table.blame.hl tr#L1 span.k").inner_text() == "def"
+    shot(page, "15-blame-highlighted")

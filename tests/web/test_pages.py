@@ -3,6 +3,7 @@ proposals, and the limits that keep large inputs usable."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -113,12 +114,13 @@ def test_a_diff_of_thousands_of_files_lists_them_all_and_compares_a_bounded_numb
 def test_diff_layouts_word_highlighting_renames_and_whitespace(reader, sample):
     url = f"/repos/demo/changeset/{sample.second}"
     unified = reader.get(url + "?layout=unified").content.decode()
-    assert 'class="diff unified"' in unified
-    assert '<span class="x">, </span>' in unified or '<span class="x">,' in unified  # changed words marked
+    assert 'class="diff unified hl"' in unified  # highlighted by the file's lexer
+    # The changed words marked, inside the highlighted string (the tags nest).
+    assert '<tr class="add">' in unified and '<span class="x"><span class="s2">, &quot;</span>' in unified
     split = reader.get(url + "?layout=split")
-    assert 'class="diff split"' in split.content.decode()
+    assert 'class="diff split hl"' in split.content.decode()
     assert split.cookies["diff_layout"].value == "split"
-    assert 'class="diff split"' in reader.get(url).content.decode()  # remembered
+    assert 'class="diff split hl"' in reader.get(url).content.decode()  # remembered
     renamed = reader.get(f"/repos/demo/changeset/{sample.renamed}").content.decode()
     assert "notes.txt → docs/notes.txt" in renamed and "100% similar" in renamed
     spaced = write(sample.repository, sample.merged, {"src/app.py": 'def greet(name):\n    return   "<b>" +   name\n'})
@@ -308,3 +310,24 @@ def test_check_results_show_on_the_changeset_the_proposal_and_the_log_escaped_wi
     assert ESCAPED + " failed" in pages["changeset"] and ESCAPED + " failed" in pages["proposal"]
     untested = reader.get(f"/repos/demo/changeset/{sample.base}").content.decode()
     assert "No check has reported on this tree." in untested
+
+
+def test_a_highlighted_diff_keeps_code_as_text_and_stops_highlighting_past_the_pages_budget(reader, sample):
+    from repos.web.diffs import HIGHLIGHT_CHARS
+
+    code = "".join(f'value_{n} = "<script>alert({n})</script>"\n' for n in range(40))
+    # Each file shows a hunk of 7 lines a side (~550 characters): more files than the budget lexes.
+    files = {f"gen/m{n:03}.py": code for n in range(HIGHLIGHT_CHARS // 500 + 2)}
+    base = write(sample.repository, sample.merged, files)
+    head = write(sample.repository, base, {path: code.replace("alert(7)", "alert(8)") for path in files})
+    html = reader.get(f"/repos/demo/changeset/{head}?layout=unified").content.decode()
+    assert "<script>" not in html and "&lt;script&gt;alert(" in html
+    tables = re.findall(r'<table class="diff unified( hl)?">', html)
+    assert tables[0] == " hl" and tables[-1] == ""  # the first files highlighted, the last plain
+    assert '<span class="x"><span class="s2">8</span></span>' in html  # the changed word, inside the string
+    last = sorted(files)[-1]
+    alone = reader.get(f"/repos/demo/changeset/{head}?path={last}&layout=unified").content.decode()
+    assert '<table class="diff unified hl">' in alone  # a file's own diff has a budget of its own
+    # Compared files are remembered: the page looks the same when viewed again.
+    again = reader.get(f"/repos/demo/changeset/{head}?layout=unified").content.decode()
+    assert again[again.index('class="diff-files"') :] == html[html.index('class="diff-files"') :]
