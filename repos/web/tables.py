@@ -26,19 +26,17 @@ def code_table(lines: list[str], highlighted: bool) -> SafeString:
     return mark_safe(f'<table class="{css}"><colgroup><col class="num-col"><col></colgroup>{rows}</table>')
 
 
-def blame_table(
-    hunks: list[dict], *, changeset_url: str, blame_url: str, path: str, when, highlighted: bool
-) -> SafeString:
+def blame_table(hunks: list[dict], *, changeset_url: str, blame_url: str, when, highlighted: bool) -> SafeString:
     """Blame hunks: the changeset, agent, summary, age and "blame the parent" once per hunk;
     each line as HTML already (``render.text_lines``).
 
     ``changeset_url`` and ``blame_url`` are URL prefixes the ids are appended to; ``when(time)``
-    is the ``<time>`` markup of a moment.
+    is the ``<time>`` markup of a moment. A hunk's ``path`` is the file's in its changeset, and
+    its ``parent`` the changeset "blame the parent" opens (None: no link).
     """
     out = [
         f'<table class="blame code{" hl" if highlighted else ""}"><colgroup><col class="who-col"><col class="num-col"><col></colgroup>'
     ]
-    quoted_path = escape(quote(path, safe="/"))
     times: dict[str, str] = {}  # one <time> per changeset: a changeset writes many hunks
     for hunk in hunks:
         info = hunk["info"]
@@ -46,9 +44,11 @@ def blame_table(
             times[info.id] = when(info.time)
         summary = escape(info.summary)
         parent = ""
-        if info.parents:
+        if hunk["parent"]:
+            # At the path the lines had in that changeset: a parent older than a rename has no other.
+            quoted_path = escape(quote(hunk["path"], safe="/"))
             parent = (
-                f'<a class="parent" href="{blame_url}{info.parents[0]}/{quoted_path}#L{hunk["first"]}"'
+                f'<a class="parent" href="{blame_url}{hunk["parent"]}/{quoted_path}#L{hunk["first"]}"'
                 ' title="Blame the parent: the file as it was before this changeset">↰</a>'
             )
         who = (

@@ -94,12 +94,22 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
     newest = max((info.time for info in infos.values()), default=0)
     span = newest - oldest
     hunks: list[dict] = []
+    parent_has: dict[tuple[str, str], bool] = {}
     for line in lines:
-        if not hunks or hunks[-1]["info"].id != line["changeset"]:
+        if not hunks or hunks[-1]["info"].id != line["changeset"] or hunks[-1]["path"] != line["path"]:
             info = infos[line["changeset"]]
             # One moment for all (a file written once): everything is as new as it gets.
             age = round((AGE_STEPS - 1) * (info.time - oldest) / span) if span else AGE_STEPS - 1
-            hunks.append({"info": info, "age": age, "first": line["number"], "lines": []})
+            # The path the lines had in that changeset (older than a rename, the old one), and
+            # "blame the parent" only where the parent has a file there: the changeset that
+            # renamed the file wrote its lines at a path its parent lacks.
+            key = (info.parents[0], line["path"]) if info.parents else None
+            if key is not None and key not in parent_has:
+                parent_has[key] = browse.entry_at(repository, *key) is not None
+            parent = info.parents[0] if key is not None and parent_has[key] else None
+            hunks.append(
+                {"info": info, "age": age, "first": line["number"], "path": line["path"], "parent": parent, "lines": []}
+            )
         hunks[-1]["lines"].append((line["number"], shown.lines[line["number"] - 1]))
     context.update(
         hunks=hunks,
@@ -107,7 +117,6 @@ def blame(request: HttpRequest, repository, rest: str) -> HttpResponse:
             hunks,
             changeset_url=reverse("web:changeset", args=[repository.name, "-"])[:-1],
             blame_url=reverse("web:blame", args=[repository.name, "-"])[:-1],
-            path=path,
             when=when,
             highlighted=shown.highlighted,
         ),

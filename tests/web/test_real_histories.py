@@ -249,3 +249,18 @@ def test_paths_that_are_not_utf8_are_shown_escaped_and_their_links_lead_back_to_
         assert "1 file changed" in page(client, f"/repos/encoded/changeset/{history.paths}{one}")
     compare = page(client, f"/repos/encoded/compare/{history.latin1}..main")
     assert "5 files changed" in compare and ESCAPED_PATH in compare and "dir\\xff/inner.txt" in compare
+
+
+def test_blame_links_lines_older_than_a_rename_to_the_parent_at_their_old_path(person, tmp_path):
+    from tests.git.odd_history import build
+
+    history = build(tmp_path / "renamed-source")
+    import_repository("renamed", str(history.git_dir))
+    client = _reader(person, "renamed")
+
+    text = page(client, "/repos/renamed/blame/main/docs/moved/text.txt")
+
+    parents = [href for href in hrefs(text) if "/blame/" in href]
+    assert any(href.split("#")[0].endswith("/src/text.txt") for href in parents)  # before the move
+    for href in {href.split("#")[0] for href in parents}:
+        page(client, href)  # every "blame the parent" link answers
