@@ -46,7 +46,7 @@ class Command(BaseCommand):
         for branch, why in sorted(result.skipped.items()):
             self.stderr.write(f"skipped {branch}: {why}")
         self.stdout.write(
-            f"peak memory: {_peak_mib()} MiB in this process, {_peak_mib(resource.RUSAGE_CHILDREN)} MiB in git's fetch"
+            f"peak memory: {_peak_mib()} MiB in this process, {_peak_mib(resource.RUSAGE_CHILDREN)} MiB in the largest git process"
         )
 
 
