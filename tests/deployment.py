@@ -328,7 +328,8 @@ class Deployment:
     process group), drops the database, releases the Redis index and removes the data directory
     (kept, with the process logs in ``logs/``, when ``keep`` or ``AGENTGIT_E2E_KEEP=1``).
     ``data_parent`` is where the data directory is made (default: the temp directory), e.g. a
-    memory-backed file system to see how much of a load is the disk's.
+    memory-backed file system to see how much of a load is the disk's; ``data_dir`` is one to use
+    as it is, made if missing and kept (embedded mode: its SQLite database is kept with it).
     """
 
     def __init__(
@@ -338,11 +339,15 @@ class Deployment:
         env: dict[str, str] | None = None,
         keep: bool = False,
         data_parent: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode is one of {MODES}, not {mode!r}")
+        if data_dir is not None and mode != "embedded":
+            raise ValueError("a reused data directory needs the embedded mode (its database is in it)")
         self.mode = mode
-        self.keep = keep or os.environ.get("AGENTGIT_E2E_KEEP") == "1"
+        # A given data directory is the caller's (a benchmark reusing a long import): never removed.
+        self.keep = keep or data_dir is not None or os.environ.get("AGENTGIT_E2E_KEEP") == "1"
         self.processes: list[Process] = []
         self.database: PostgresDatabase | None = None
         self.redis: RedisDatabase | None = None
@@ -350,9 +355,13 @@ class Deployment:
         self.url = ""
         #: A token for the tests or the benchmark to use (set by whoever creates one).
         self.token = ""
-        self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-", dir=data_parent))
+        if data_dir is not None:
+            self.data_dir = Path(data_dir).resolve()
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-", dir=data_parent))
         self.log_dir = self.data_dir / "logs"
-        self.log_dir.mkdir()
+        self.log_dir.mkdir(exist_ok=True)
         self._serial = 0
         base = {key: value for key, value in os.environ.items() if key not in _SCRUBBED_ENV}
         base.update(
