@@ -9,7 +9,7 @@ only compared with the destinations it shares content with.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
@@ -91,10 +91,14 @@ def _exact(deleted: list[Deleted], added: list[Added], pairs: dict[str, tuple[De
 def chunk_signature(data: bytes) -> tuple[dict[int, int], int]:
     """``{chunk hash: bytes}`` and the total size, content cut as git's diffcore-delta cuts it."""
     counts: dict[int, int] = defaultdict(int)
-    for line in split_lines(data):
+    # Equal lines counted once each (in C) before any is cut: source files repeat many lines.
+    for line, times in Counter(split_lines(data)).items():
+        if len(line) <= _CHUNK:  # most lines are one chunk
+            counts[hash(line)] += len(line) * times
+            continue
         for start in range(0, len(line), _CHUNK):
             chunk = line[start : start + _CHUNK]
-            counts[hash(chunk)] += len(chunk)
+            counts[hash(chunk)] += len(chunk) * times
     return counts, len(data)
 
 
