@@ -117,9 +117,10 @@ def describe(repository: Repository, ids: Iterable[str]) -> dict[str, CommitInfo
     wanted = list(dict.fromkeys(ids))
     recorded = {
         row.commit_id: row
-        # Without the operation lists: up to a megabyte each, and a description never shows them.
+        # Only what a description shows beside the commit (the rest is the commit's own): the
+        # operation lists are up to a megabyte each, and the parents JSON a decode per row.
         for row in Changeset.objects.filter(repository=repository, commit_id__in=wanted)
-        .defer("operations")
+        .only("commit_id", "provenance", "credential")
         .select_related("credential__user")
     }
     out = {}
