@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -303,19 +304,30 @@ def _history_run(options: dict[str, Any], log: Log) -> Results:
     return Results(table, history_bench.history_json(run), table)
 
 
+def _failing_cleanly(work: Callable[[], R]) -> R:
+    """``work()``, with a step that could not run (an import that failed, a git command, a
+    server that did not start) reported as the run's failure, not a traceback."""
+    try:
+        return work()
+    except (RuntimeError, subprocess.CalledProcessError, OSError) as error:
+        raise BenchmarkFailed(f"{type(error).__name__}: {error}") from None
+
+
 def _real_history_run(options: dict[str, Any], log: Log) -> Results:
     source: Path = options["source"]
     if not (source / "HEAD").is_file() and not (source / ".git").exists():
         raise BenchmarkFailed(f"{source} is not a git repository")
     run = _in_steps(
-        lambda step: real_history.run_real_history(
-            source,
-            branch=options.get("branch"),
-            paths=options.get("paths"),
-            blame_path=options.get("blame"),
-            samples=options.get("samples") or real_history.DEFAULT_SAMPLES,
-            data_dir=options.get("data_dir"),
-            progress=_logged_steps(log, step),
+        lambda step: _failing_cleanly(
+            lambda: real_history.run_real_history(
+                source,
+                branch=options.get("branch"),
+                paths=options.get("paths"),
+                blame_path=options.get("blame"),
+                samples=options.get("samples") or real_history.DEFAULT_SAMPLES,
+                data_dir=options.get("data_dir"),
+                progress=_logged_steps(log, step),
+            )
         )
     )
     table = real_history.format_real(run)

@@ -9,7 +9,7 @@ from engine.errors import WrongObjectType
 from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_lines, split_path
 from engine.renames import diff_with_renames
 from engine.store import ObjectStore
-from engine.trees import Added, Deleted, FileChange, Renamed, lookup, subtree
+from engine.trees import Added, Deleted, FileChange, Renamed, TreeReader, lookup, subtree
 
 from ..errors import Invalid, NotFound
 from ..models import Repository
@@ -66,17 +66,39 @@ def diff(repository: Repository, from_rev: str, to_rev: str) -> dict:
     new = store.read_commit(resolve_rev(repository, to_rev)).tree
     changes = []
     patch = []
-    for change in diff_with_renames(store, old, new):
+    reader = _BlobsOnce(store)
+    found = diff_with_renames(reader, old, new)
+    reader.remember = False  # what rename detection read is handed to the patches, once each
+    for change in found:
         item: dict[str, object] = {"status": change.status, "path": change.path}
         if isinstance(change, Renamed):
             item["old_path"] = change.old_path
             item["similarity"] = change.similarity
         changes.append(item)
-        patch.append(_file_patch(store, change))
+        patch.append(_file_patch(reader, change))
     return {"changes": changes, "patch": "".join(patch)}
 
 
-def _file_patch(store: ObjectStore, change: FileChange) -> str:
+class _BlobsOnce:
+    """The store as one diff reads it: rename detection reads the added and deleted files, and
+    their patches read them again; the second read takes the first one's bytes (and lets them go)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.read_tree = store.read_tree
+        self._read_blob = store.read_blob
+        self._blobs: dict[str, bytes] = {}
+        self.remember = True
+
+    def read_blob(self, oid: str) -> bytes:
+        data = self._blobs.pop(oid, None)
+        if data is None:
+            data = self._read_blob(oid)
+            if self.remember:
+                self._blobs[oid] = data
+        return data
+
+
+def _file_patch(store: TreeReader, change: FileChange) -> str:
     old = None if isinstance(change, Added) else change.old
     new = None if isinstance(change, Deleted) else change.new
     old_path = change.old_path if isinstance(change, Renamed) else change.path
@@ -141,7 +163,7 @@ def _hunk_range(start: int, stop: int) -> bytes:
     return b"%d,%d" % (start if length == 0 else start + 1, length)
 
 
-def _patch_content(store: ObjectStore, entry: Entry | None) -> bytes:
+def _patch_content(store: TreeReader, entry: Entry | None) -> bytes:
     # A side that is absent, or a submodule (a commit id, not content), has no lines.
     return store.read_blob(entry.id) if entry is not None and entry.mode != MODE_GITLINK else b""
 
