@@ -46,6 +46,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -529,7 +530,7 @@ class Bench:
                 f"web page: {name}",
                 "cgit, CGI, no cache",
                 ours(url),
-                lambda where=where: cgit.page(*where),
+                partial(cgit.page, *where),
                 PAGE_GOAL,
                 lambda mine, theirs: ("", f"{len(mine) / 1024:.0f} KiB beside cgit's {len(theirs) / 1024:.0f} KiB"),
                 short=not name.startswith("blame"),
@@ -607,7 +608,7 @@ class Bench:
             self.land_ours(api, REPO)
             self.land_git()
             for side, clone in clones.items():
-                times[side].append(_timed(lambda clone=clone: clone.run("fetch", "-q", "origin"))[0])
+                times[side].append(_timed(partial(clone.run, "fetch", "-q", "origin"))[0])
         return Row(
             "fetch after a one-file landing",
             "git fetch (from git's copy)",
