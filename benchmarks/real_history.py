@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 
-from tests.deployment import BASE_DIR, ApiClient, Deployment
+from tests.deployment import BASE_DIR, ApiClient, Deployment, web_session
 
 from .report import format_ms, text_table
 
@@ -496,16 +496,7 @@ class Bench:
             f"U.objects.create_superuser({WEB_USER!r}, 'bench@example.com', {password!r}); "
             f"u.set_password({password!r}); u.save()",
         )
-        with httpx.Client(base_url=self.deployment.url, timeout=TIMEOUT_S) as web:
-            form = web.get("/login").text
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
-            assert token, "the login page has its CSRF token"
-            login = web.post(
-                "/login",
-                data={"username": WEB_USER, "password": password, "csrfmiddlewaretoken": token[1]},
-                headers={"referer": f"{self.deployment.url}/login"},
-            )
-            assert login.status_code == 302, f"logging in to the web UI: {login.status_code}"
+        with web_session(self.deployment.url, WEB_USER, password, timeout_s=TIMEOUT_S) as web:
             yield web
 
     def pages(self, web: httpx.Client, cgit: Cgit, tip: str, blame_path: str) -> list[Row]:

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -543,6 +544,27 @@ class Deployment:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------ the web UI
+
+
+@contextlib.contextmanager
+def web_session(base_url: str, username: str, password: str, *, timeout_s: float = 120) -> Iterator[httpx.Client]:
+    """An httpx client logged in to the web UI (the login form, its CSRF token and the session cookie)."""
+    with httpx.Client(base_url=base_url, timeout=timeout_s) as web:
+        form = web.get("/login").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+        if token is None:
+            raise DeploymentError("the login page has no CSRF token")
+        login = web.post(
+            "/login",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token[1]},
+            headers={"referer": f"{base_url}/login"},
+        )
+        if login.status_code != 302:
+            raise DeploymentError(f"logging in to the web UI as {username}: {login.status_code}")
+        yield web
 
 
 # ------------------------------------------------------------------------------ the API
