@@ -117,23 +117,44 @@ def _file_patch(store: TreeReader, change: FileChange) -> str:
         return header + f"Binary files a/{old_path} and b/{change.path} differ\n"
     fromfile = f"a/{old_path}" if old is not None else "/dev/null"
     tofile = f"b/{change.path}" if new is not None else "/dev/null"
-    return header + unified_patch(split_lines(old_data), split_lines(new_data), fromfile, tofile)
+    return header + unified_patch(old_data, new_data, fromfile, tofile)
 
 
-def unified_patch(old: list[bytes], new: list[bytes], fromfile: str, tofile: str, context: int = 3) -> str:
-    """A unified diff of two lists of lines (as ``difflib.unified_diff`` writes it, and git's
-    marker after a last line without its newline), matched by patience diff.
+def unified_patch(old_data: bytes, new_data: bytes, fromfile: str, tofile: str, context: int = 3) -> str:
+    """A unified diff of two contents (as ``difflib.unified_diff`` writes it, and git's marker
+    after a last line without its newline), its lines matched by patience diff.
 
-    Lines are matched and written as bytes and decoded once (invalid UTF-8 replaced), and only
-    the lines of the hunks are touched: decoding every line first and diffing with difflib's
-    pure-Python matcher was three quarters of a 500-changeset diff (docs/performance.md).
+    Only the lines from the first to the last that differ are matched: the common lines before
+    and after them are found by comparing bytes (in C), as git's xdiff trims them, and count as
+    equal; of those, only the ``context`` lines a hunk can show are split. Lines are matched and
+    written as bytes and decoded once (invalid UTF-8 replaced). Decoding every line first and
+    diffing whole files with difflib's pure-Python matcher was three quarters of a
+    500-changeset diff (docs/performance.md).
     """
+    first, old_last, new_last = _changed_span(old_data, new_data)
+    start, old_end = first, old_last
+    for _ in range(context):  # the context lines either side, all that a hunk can show of them
+        if start:
+            start = old_data.rfind(b"\n", 0, start - 1) + 1
+        if old_end < len(old_data):
+            old_end = old_data.find(b"\n", old_end) + 1 or len(old_data)
+    new_end = len(new_data) - (len(old_data) - old_end)
+    offset = old_data.count(b"\n", 0, start)  # the lines before, the same on both sides
+    old, new = split_lines(old_data[start:old_end]), split_lines(new_data[start:new_end])
+    before = old_data.count(b"\n", start, first)
+    after = len(split_lines(old_data[old_last:old_end]))  # the same bytes on both sides
+    old_stop, new_stop = len(old) - after, len(new) - after
+    codes: list[Opcode] = [("equal", 0, before, 0, before)]
+    for tag, i1, i2, j1, j2 in PatienceSequenceMatcher(None, old[before:old_stop], new[before:new_stop]).get_opcodes():
+        codes.append((tag, i1 + before, i2 + before, j1 + before, j2 + before))
+    codes.append(("equal", old_stop, len(old), new_stop, len(new)))
     body: list[bytes] = []
     add = body.append
     old_out, new_out = _written(old), _written(new)
-    for group in PatienceSequenceMatcher(None, old, new).get_grouped_opcodes(context):
-        first, last = group[0], group[-1]
-        add(b"@@ -%s +%s @@\n" % (_hunk_range(first[1], last[2]), _hunk_range(first[3], last[4])))
+    for group in _hunks(codes, context):
+        head, tail = group[0], group[-1]
+        old_range = _hunk_range(offset + head[1], offset + tail[2])
+        add(b"@@ -%s +%s @@\n" % (old_range, _hunk_range(offset + head[3], offset + tail[4])))
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 body += [b" " + line for line in old_out[i1:i2]]
@@ -145,6 +166,71 @@ def unified_patch(old: list[bytes], new: list[bytes], fromfile: str, tofile: str
     if not body:
         return ""
     return f"--- {fromfile}\n+++ {tofile}\n" + b"".join(body).decode("utf-8", "replace")
+
+
+#: ``(tag, old start, old stop, new start, new stop)``, as ``difflib.SequenceMatcher`` gives them.
+Opcode = tuple[str, int, int, int, int]
+
+
+def _hunks(codes: list[Opcode], context: int) -> list[list[Opcode]]:
+    """The opcodes grouped into hunks with ``context`` equal lines around the changes, as
+    ``difflib.SequenceMatcher.get_grouped_opcodes`` groups its own (adjacent equal runs joined first)."""
+    joined: list[Opcode] = []
+    for code in codes:
+        if code[1] == code[2] and code[3] == code[4]:
+            continue
+        if joined and code[0] == "equal" == joined[-1][0]:
+            joined[-1] = ("equal", joined[-1][1], code[2], joined[-1][3], code[4])
+        else:
+            joined.append(code)
+    if not joined:
+        return []
+    tag, i1, i2, j1, j2 = joined[0]
+    if tag == "equal":
+        joined[0] = (tag, max(i1, i2 - context), i2, max(j1, j2 - context), j2)
+    tag, i1, i2, j1, j2 = joined[-1]
+    if tag == "equal":
+        joined[-1] = (tag, i1, min(i2, i1 + context), j1, min(j2, j1 + context))
+    hunks: list[list[Opcode]] = []
+    group: list[Opcode] = []
+    for tag, i1, i2, j1, j2 in joined:
+        if tag == "equal" and i2 - i1 > 2 * context:  # a long equal run ends a hunk
+            group.append((tag, i1, min(i2, i1 + context), j1, min(j2, j1 + context)))
+            hunks.append(group)
+            group = []
+            i1, j1 = max(i1, i2 - context), max(j1, j2 - context)
+        group.append((tag, i1, i2, j1, j2))
+    if group and not (len(group) == 1 and group[0][0] == "equal"):
+        hunks.append(group)
+    return hunks
+
+
+def _changed_span(old: bytes, new: bytes) -> tuple[int, int, int]:
+    """``(start, old end, new end)``: byte offsets of the whole lines from the first that differs
+    to the last that differs. What lies outside is the same on both sides (a common prefix of
+    whole lines, and a common suffix of whole lines after it)."""
+    low, high = 0, min(len(old), len(new))
+    while low < high:  # the longest common prefix, by halves: each comparison is a memcmp
+        middle = (low + high + 1) // 2
+        if old[:middle] == new[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    start = old.rfind(b"\n", 0, low) + 1  # back to the start of its line
+    low, high = 0, min(len(old), len(new)) - start
+    while low < high:  # the longest common suffix of what follows
+        middle = (low + high + 1) // 2
+        if old[len(old) - middle :] == new[len(new) - middle :]:
+            low = middle
+        else:
+            high = middle - 1
+    old_end, new_end = len(old) - low, len(new) - low
+    newline = ord("\n")
+    if not (old_end == start or old[old_end - 1] == newline) or not (new_end == start or new[new_end - 1] == newline):
+        # Mid-line on a side: on to the end of a line inside the common suffix (the same on both).
+        old_end = old.find(b"\n", old_end) + 1 or len(old)
+        new_end = len(new) - (len(old) - old_end)
+    return start, old_end, new_end
 
 
 def _written(lines: list[bytes]) -> list[bytes]:
