@@ -113,10 +113,10 @@ def _file_patch(store: TreeReader, change: FileChange) -> str:
         header += f"deleted file mode {change.old.mode:06o}\n"
     if old_data == new_data:
         return header
-    if is_binary(old_data) or is_binary(new_data) or max(len(old_data), len(new_data)) > MAX_PATCH_FILE_BYTES:
-        return header + f"Binary files a/{old_path} and b/{change.path} differ\n"
     fromfile = f"a/{old_path}" if old is not None else "/dev/null"
     tofile = f"b/{change.path}" if new is not None else "/dev/null"
+    if is_binary(old_data) or is_binary(new_data) or max(len(old_data), len(new_data)) > MAX_PATCH_FILE_BYTES:
+        return header + f"Binary files {fromfile} and {tofile} differ\n"  # git's line: /dev/null for a side absent
     return header + unified_patch(old_data, new_data, fromfile, tofile)
 
 
