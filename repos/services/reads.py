@@ -145,8 +145,10 @@ def unified_patch(old_data: bytes, new_data: bytes, fromfile: str, tofile: str, 
     after = len(split_lines(old_data[old_last:old_end]))  # the same bytes on both sides
     old_stop, new_stop = len(old) - after, len(new) - after
     codes: list[Opcode] = [("equal", 0, before, 0, before)]
-    for tag, i1, i2, j1, j2 in PatienceSequenceMatcher(None, old[before:old_stop], new[before:new_stop]).get_opcodes():
-        codes.append((tag, i1 + before, i2 + before, j1 + before, j2 + before))
+    for matched, a1, a2, b1, b2 in PatienceSequenceMatcher(
+        None, old[before:old_stop], new[before:new_stop]
+    ).get_opcodes():
+        codes.append((matched, a1 + before, a2 + before, b1 + before, b2 + before))
     codes.append(("equal", old_stop, len(old), new_stop, len(new)))
     body: list[bytes] = []
     add = body.append
