@@ -9,11 +9,12 @@ threshold (the shared bytes are at most the smaller size), chunk by chunk of the
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
+from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId
 from .trees import Added, Change, Deleted, FileChange, Renamed, TreeReader, diff_trees
 
 #: git's default minimum similarity for a rename (``-M50%``).
@@ -21,6 +22,8 @@ DEFAULT_THRESHOLD = 50
 #: Above this many sources × destinations only exact renames are detected (git's rename limit).
 SIMILARITY_PAIR_LIMIT = 1000 * 1000
 _CHUNK = 64
+#: git's chunks: a line with its newline, cut every 64 bytes (the last line may lack the newline).
+_CHUNKS = re.compile(rb"[^\n]{0,%d}\n|[^\n]{%d}|[^\n]+\Z" % (_CHUNK - 1, _CHUNK))
 
 
 def diff_with_renames(
@@ -91,16 +94,8 @@ def _exact(deleted: list[Deleted], added: list[Added], pairs: dict[str, tuple[De
 
 def chunk_signature(data: bytes) -> tuple[dict[int, int], int]:
     """``{chunk hash: bytes}`` and the total size, content cut as git's diffcore-delta cuts it."""
-    counts: dict[int, int] = defaultdict(int)
-    # Equal lines counted once each (in C) before any is cut: source files repeat many lines.
-    for line, times in Counter(split_lines(data)).items():
-        if len(line) <= _CHUNK:  # most lines are one chunk
-            counts[hash(line)] += len(line) * times
-            continue
-        for start in range(0, len(line), _CHUNK):
-            chunk = line[start : start + _CHUNK]
-            counts[hash(chunk)] += len(chunk) * times
-    return counts, len(data)
+    # The chunks cut and counted in C; only each distinct chunk is seen by Python.
+    return {hash(chunk): len(chunk) * times for chunk, times in Counter(_CHUNKS.findall(data)).items()}, len(data)
 
 
 def similarity(a: bytes, b: bytes) -> int:
