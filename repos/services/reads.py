@@ -152,19 +152,18 @@ def unified_patch(old_data: bytes, new_data: bytes, fromfile: str, tofile: str, 
     codes.append(("equal", old_stop, len(old), new_stop, len(new)))
     body: list[bytes] = []
     add = body.append
-    old_out, new_out = _written(old), _written(new)
     for group in _hunks(codes, context):
         head, tail = group[0], group[-1]
         old_range = _hunk_range(offset + head[1], offset + tail[2])
         add(b"@@ -%s +%s @@\n" % (old_range, _hunk_range(offset + head[3], offset + tail[4])))
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                body += [b" " + line for line in old_out[i1:i2]]
+                add(_prefixed(b" ", old[i1:i2]))
                 continue
             if tag in ("replace", "delete"):
-                body += [b"-" + line for line in old_out[i1:i2]]
+                add(_prefixed(b"-", old[i1:i2]))
             if tag in ("replace", "insert"):
-                body += [b"+" + line for line in new_out[j1:j2]]
+                add(_prefixed(b"+", new[j1:j2]))
     if not body:
         return ""
     return f"--- {fromfile}\n+++ {tofile}\n" + b"".join(body).decode("utf-8", "replace")
@@ -235,12 +234,16 @@ def _changed_span(old: bytes, new: bytes) -> tuple[int, int, int]:
     return start, old_end, new_end
 
 
-def _written(lines: list[bytes]) -> list[bytes]:
-    """The lines as the patch writes them: a last line without its newline gets git's marker
-    (matching still sees it bare: it differs from the same line with a newline, as in git)."""
-    if not lines or lines[-1].endswith(b"\n"):
-        return lines
-    return [*lines[:-1], lines[-1] + b"\n\\ No newline at end of file\n"]
+def _prefixed(prefix: bytes, lines: list[bytes]) -> bytes:
+    """The lines of a hunk, each after ``prefix`` (one join and one replace, in C), and git's
+    marker after a last line without its newline (matching saw it bare: it differs from the same
+    line with a newline, as in git)."""
+    if not lines:
+        return b""
+    text = prefix + b"".join(lines).replace(b"\n", b"\n" + prefix)
+    if lines[-1].endswith(b"\n"):
+        return text[: -len(prefix)]
+    return text + b"\n\\ No newline at end of file\n"
 
 
 def _hunk_range(start: int, stop: int) -> bytes:
