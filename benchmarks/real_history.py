@@ -19,7 +19,7 @@ On the local git repository DIR (a bare clone of a real project: git.git, Flask)
 * a **clone** over smart HTTP beside ``git clone --no-local`` of git's copy (both ``--bare``: the
   checkout is the client's and the same on both sides), time and the bytes of the received pack;
   a **fetch after a landing** (one one-file landing on each side, then ``git fetch``); a **one-file
-  landing** (``POST .../streams/main/land``) on the imported stream beside the same on a repository
+  landing** (``POST .../streams/BRANCH/land``) on the imported stream beside the same on a repository
   of about 1 000 commits (the same project's history cut at its first-parent changeset with ~1 000
   ancestors, imported alongside);
 * **checks** that every answer equals git's: the log's order, the changed paths with renames,
@@ -573,7 +573,10 @@ class Bench:
     def land_ours(self, api: ApiClient, repo: str) -> None:
         n = next(self.serial)
         operations = [{"op": "write", "path": f"bench-landed/{self.nonce}-{n}.txt", "content": f"landing {n}\n"}]
-        api.request("POST", f"/repos/{repo}/streams/main/land", json={"message": f"land {n}", "operations": operations})
+        # The imported stream is named after the branch (the small repository's as well).
+        api.request(
+            "POST", f"/repos/{repo}/streams/{self.branch}/land", json={"message": f"land {n}", "operations": operations}
+        )
 
     def land_git(self) -> None:
         """A one-file commit on git's copy's branch (fast-import), as a landing there would be."""
@@ -678,9 +681,9 @@ def run_real_history(
             small_tip, small_commits = commit_with_ancestors(bench.copy, tip, SMALL_COMMITS)
             small = work / "small.git"
             subprocess.run(
-                ["git", "init", "-q", "--bare", "-b", "main", os.fspath(small)], check=True, env=bench.copy.env
+                ["git", "init", "-q", "--bare", "-b", branch, os.fspath(small)], check=True, env=bench.copy.env
             )
-            Git(small, home).run("fetch", "-q", os.fspath(source), f"{small_tip}:refs/heads/main")
+            Git(small, home).run("fetch", "-q", os.fspath(source), f"{small_tip}:refs/heads/{branch}")
             progress(f"real history: importing its first {small_commits:,} commits")
             bench.import_once(SMALL_REPO, small, small_tip)
             bench.landed_before = run.imported["reused"]

@@ -21,10 +21,11 @@ pytestmark = pytest.mark.skipif(not os.access(real_history.CGIT, os.X_OK), reaso
 
 
 def _history(path: Path) -> Path:
-    """A bare repository of 40 commits: a file edited throughout, a rename, a deleted file."""
+    """A bare repository of 40 commits on ``trunk`` (the streams are named after the branch, not
+    "main"): a file edited throughout, a rename, a deleted file."""
     work = path / "work"
     env = real_history._env(path)
-    subprocess.run(["git", "init", "-q", "-b", "main", os.fspath(work)], check=True, env=env)
+    subprocess.run(["git", "init", "-q", "-b", "trunk", os.fspath(work)], check=True, env=env)
 
     def git(*args: str) -> None:
         subprocess.run(["git", "-C", os.fspath(work), *args], check=True, env=env, capture_output=True)
@@ -94,7 +95,7 @@ def test_an_answer_that_differs_from_git_fails_the_command(tmp_path, monkeypatch
 def test_git_s_outputs_are_read_as_our_answers(tmp_path):
     source = _history(tmp_path)
     git = Git(source, tmp_path)
-    tip = git.text("rev-parse", "main").strip()
+    tip = git.text("rev-parse", "trunk").strip()
     assert long_lived_paths(git, tip, 1) == ["CHANGES.txt"]
     changes = parse_raw(git.run("diff", "--raw", "-z", "-M", f"{tip}~25", tip))
     assert ("renamed", "src/moved.txt", "src/kept.txt") in changes
