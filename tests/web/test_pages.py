@@ -308,3 +308,18 @@ def test_check_results_show_on_the_changeset_the_proposal_and_the_log_escaped_wi
     assert ESCAPED + " failed" in pages["changeset"] and ESCAPED + " failed" in pages["proposal"]
     untested = reader.get(f"/repos/demo/changeset/{sample.base}").content.decode()
     assert "No check has reported on this tree." in untested
+
+
+def test_a_changeset_names_the_credential_that_wrote_it_and_its_user(reader, sample):
+    from repos.services.content import create_changeset
+
+    writer = CredentialFactory(name="ci-bot", user=UserFactory(username="robot-owner"))
+    oid = create_changeset(
+        sample.repository, parent=sample.hostile, operations=[{"op": "write", "path": "x.txt", "content": "x\n"}],
+        message="by the bot\n", provenance={"agent": "bot"}, credential=writer,
+    ).commit_id  # fmt: skip
+    page = reader.get(f"/repos/demo/changeset/{oid}").content.decode()
+    assert f"ci-bot ({writer.token_prefix}…) of robot-owner" in page
+    assert "Credential" not in reader.get(f"/repos/demo/changeset/{sample.hostile}").content.decode()
+    infos = describe(sample.repository, [oid, sample.hostile])
+    assert infos[oid].provenance == {"agent": "bot"} and infos[sample.hostile].credential == ""
