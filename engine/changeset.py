@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .errors import EngineError, InvalidOperation, ObjectMissing
+from .errors import EngineError, InvalidOperation, ObjectMissing, UnsafePath
 from .objects import (
     BLOB,
     COMMIT,
@@ -134,11 +134,16 @@ def resolve_operations(
     touched: dict[str, int] = {}
     split: dict[str, list[str]] = {}
 
-    def claim(index: int, path: str) -> list[str] | None:
+    def claim(index: int, path: str, *, creates: bool = False) -> list[str] | None:
         try:
             segments = split_path(path)
         except EngineError as exc:
             refuse(type(exc), index, str(path), exc.message)
+            return None
+        if creates and "\\" in path:
+            # The escaped form names what a history already holds (engine.objects); a new name
+            # with a backslash or bytes that are not UTF-8 is one no client checks out safely.
+            refuse(UnsafePath, index, path, "a path written may not contain a backslash or bytes that are not UTF-8")
             return None
         if path in touched:
             refuse(InvalidOperation, index, path, f"path is also used by operation {touched[path]}")
@@ -152,7 +157,7 @@ def resolve_operations(
 
     for index, op in enumerate(operations):
         if isinstance(op, Write):
-            segments = claim(index, op.path)
+            segments = claim(index, op.path, creates=True)
             if segments is None:
                 continue
             try:
@@ -184,7 +189,7 @@ def resolve_operations(
                 changes[op.path] = None
         elif isinstance(op, Rename):
             source_segments = claim(index, op.source)
-            target_segments = claim(index, op.target)
+            target_segments = claim(index, op.target, creates=True)
             if source_segments is None or target_segments is None:
                 continue
             current = existing(source_segments)

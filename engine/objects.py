@@ -3,7 +3,12 @@
 A changeset *is* a git commit, so everything here must hash exactly as git does:
 ``git fsck --strict`` accepts what we write and our ids equal git's for the same content
 (both checked by the oracle tests). Object ids are 40-character lowercase hex strings.
-Tree entry names are ``str`` (UTF-8, with undecodable bytes kept by ``surrogateescape``).
+Tree entry names and paths are ``str`` in the *escaped form* (:func:`path_from_bytes`): UTF-8 as
+it is, a byte that is not valid UTF-8 as ``\\xNN`` and a backslash as ``\\\\``, so any name git
+allows has exactly one text name, one that SQL and JSON accept, and the bytes written back are
+the bytes read. Commit messages and signatures are shown as git shows them: decoded with the
+commit's ``encoding`` header (UTF-8 without one), invalid bytes as U+FFFD; the commit's own
+bytes, and so its id, are never touched.
 """
 
 from __future__ import annotations
@@ -62,20 +67,70 @@ def hash_object(kind: str, raw: bytes) -> ObjectId:
 
 # ---------------------------------------------------------------------------- paths
 
+#: What the escaped form escapes: a backslash, and (after ``surrogateescape``) a byte that is
+#: not part of valid UTF-8.
+_TO_ESCAPE = re.compile("[\\\\\udc80-\udcff]")
+#: The escapes of the escaped form, as :func:`path_to_bytes` splits a name by them.
+_ESCAPES = re.compile(r"(\\\\|\\x[0-9a-f]{2})")
+
+
+def path_from_bytes(raw: bytes) -> str:
+    """The escaped form of a name or path as git stores it: UTF-8 text as it is, each byte
+    that is not part of valid UTF-8 as ``\\xNN`` (two lowercase hex digits), and a backslash as
+    ``\\\\``. Every byte string has exactly one escaped form (:func:`path_to_bytes` inverts it)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "surrogateescape")
+    else:
+        if "\\" not in text:
+            return text
+    return _TO_ESCAPE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\\\" if char == "\\" else f"\\x{ord(char) - 0xDC00:02x}"
+
+
+def path_to_bytes(name: str) -> bytes:
+    """The bytes git stores for a name or path in the escaped form; ``UnsafePath`` if ``name``
+    is not one (a lone backslash, an escape that is not canonical, a lone surrogate)."""
+    try:
+        if "\\" not in name:
+            return name.encode("utf-8")
+        parts = _ESCAPES.split(name)
+        out = bytearray()
+        for index, part in enumerate(parts):
+            if index % 2:
+                out += b"\\" if part == "\\\\" else bytes((int(part[2:], 16),))
+            elif "\\" in part:
+                raise UnsafePath(f"a backslash must be escaped as \\\\ in a path: {name!r}")
+            else:
+                out += part.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsafePath(f"a path must be valid text (no lone surrogates): {name!r}") from None
+    raw = bytes(out)
+    if path_from_bytes(raw) != name:  # e.g. "\\x41" for "A": one name per byte string
+        raise UnsafePath(f"not the escaped form of a path: {name!r} (write {path_from_bytes(raw)!r})")
+    return raw
+
 
 def split_path(path: str) -> list[str]:
     """Validate a repository path and return its segments.
 
     Refused (``UnsafePath``): empty, absolute, trailing slash, empty segment, ``.`` or ``..``,
     a ``.git`` segment in any letter case (git itself refuses those on checkout), a NUL byte,
-    and a backslash (a path separator on some clients).
+    and text that is not a path's escaped form (:func:`path_to_bytes`). A backslash is only
+    ever an escape here: a path that *creates* a name with one (a literal backslash, a path
+    separator on some clients, or bytes that are not UTF-8) is refused by the changeset
+    (engine.changeset), while an existing one can be read, deleted and renamed away.
     """
     if not isinstance(path, str) or not path:
         raise UnsafePath(f"empty or non-text path: {path!r}")
     if "\x00" in path:
         raise UnsafePath(f"path contains NUL: {path!r}")
-    if "\\" in path:
-        raise UnsafePath(f"path contains a backslash: {path!r}")
+    path_to_bytes(path)  # the escaped form, valid text
     if path.startswith("/"):
         raise UnsafePath(f"absolute path: {path!r}")
     segments = path.split("/")
@@ -105,10 +160,14 @@ class Tree(dict[str, Entry]):
     __slots__ = ()
 
 
+def _name_bytes(name: str) -> bytes:
+    return name.encode() if "\\" not in name else path_to_bytes(name)
+
+
 def _sort_key(item: tuple[str, Entry]) -> bytes:
     # git orders entries by name bytes, with directories compared as if they ended in '/'.
     name, entry = item
-    key = name.encode("utf-8", "surrogateescape")
+    key = _name_bytes(name)
     return key + b"/" if entry.mode == MODE_TREE else key
 
 
@@ -116,7 +175,7 @@ def encode_tree(tree: Mapping[str, Entry]) -> bytes:
     """The canonical git serialization of ``tree``."""
     parts = []
     for name, entry in sorted(tree.items(), key=_sort_key):
-        parts.append(b"%o %s\x00" % (entry.mode, name.encode("utf-8", "surrogateescape")))
+        parts.append(b"%o %s\x00" % (entry.mode, _name_bytes(name)))
         parts.append(bytes.fromhex(entry.id))
     return b"".join(parts)
 
@@ -129,12 +188,16 @@ def decode_tree(raw: bytes) -> Tree:
         raise CorruptObject(f"malformed tree: {exc}") from exc
     # One comprehension, each entry built as the tuple it is (a NamedTuple's own __new__ costs a
     # call more): a tree of a thousand entries is read on most landings of a busy directory.
-    return Tree(
-        {
-            name.decode("utf-8", "surrogateescape"): _new_entry(Entry, (mode, hexsha.decode("ascii")))
-            for name, mode, hexsha in items
-        }
-    )
+    try:
+        tree = Tree({name.decode(): _new_entry(Entry, (mode, hexsha.decode("ascii"))) for name, mode, hexsha in items})
+    except UnicodeDecodeError:
+        tree = None
+    # A name that is not UTF-8, or has a backslash (one join of the names, in C), is escaped.
+    if tree is None or "\\" in "".join(tree):
+        tree = Tree(
+            {path_from_bytes(name): _new_entry(Entry, (mode, hexsha.decode("ascii"))) for name, mode, hexsha in items}
+        )
+    return tree
 
 
 _new_entry = tuple.__new__
@@ -158,19 +221,46 @@ class Signature:
                 raise InvalidInput(f"a name or e-mail may not contain <, >, newline or NUL: {text!r}")
         sign = "-" if self.offset_minutes < 0 else "+"
         hours, minutes = divmod(abs(self.offset_minutes), 60)
-        return f"{self.name} <{self.email}> {self.time} {sign}{hours:02d}{minutes:02d}".encode()
+        return _utf8(f"{self.name} <{self.email}> {self.time} {sign}{hours:02d}{minutes:02d}", "a name or e-mail")
 
     @classmethod
-    def decode(cls, raw: bytes) -> Signature:
-        try:
-            text = raw.decode("utf-8", "surrogateescape")
-            person, _, rest = text.rpartition("> ")
-            name, _, email = person.partition(" <")
-            when, tz = rest.split(" ")
-            offset = int(tz[1:3]) * 60 + int(tz[3:5])
-            return cls(name, email, int(when), -offset if tz[0] == "-" else offset)
-        except (ValueError, IndexError) as exc:
-            raise CorruptObject(f"malformed signature {raw!r}") from exc
+    def decode(cls, raw: bytes, encoding: str | None = None) -> Signature:
+        """Parse ``Name <email> seconds +hhmm`` as git shows it: text decoded as
+        :func:`decode_text` does, and an ident git itself tolerates (a missing or malformed date
+        or zone, no e-mail brackets) read as git reads it, with time 0 or zone +0000."""
+        text = decode_text(raw, encoding)
+        person, bracket, rest = text.rpartition(">")
+        if not bracket:
+            return cls(text.strip(), "", 0, 0)
+        name, _, email = person.partition("<")
+        fields = rest.split()
+        when = int(fields[0]) if fields and fields[0].isascii() and fields[0].isdigit() else 0
+        zone = _ZONE.fullmatch(fields[1]) if len(fields) > 1 else None
+        offset = int(zone[2]) * 60 + int(zone[3]) if zone else 0
+        return cls(name.strip(), email, when, -offset if zone and zone[1] == "-" else offset)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: JSON can carry one ("\\udcff"), UTF-8 cannot
+        raise InvalidInput(f"{what} must be valid text (no lone surrogates): {text[:80]!r}") from None
+
+
+_ZONE = re.compile(r"([+-])(\d\d)(\d\d)")
+
+
+def decode_text(raw: bytes, encoding: str | None = None) -> str:
+    """A commit's message or ident as git shows it: decoded from its ``encoding`` header (UTF-8
+    when there is none, or git would not know the name either), each invalid byte as U+FFFD,
+    and NUL (which no database column takes) as U+FFFD too."""
+    try:
+        # A name Python does not know, or one of its non-text codecs ("rot13"): UTF-8, as git
+        # falls back to the bytes as they are.
+        text = raw.decode(encoding or "utf-8", "replace")
+    except LookupError:
+        text = raw.decode("utf-8", "replace")
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 @dataclass(frozen=True)
@@ -188,32 +278,45 @@ class Commit:
         lines += [b"parent " + p.encode() for p in self.parents]
         lines.append(b"author " + self.author.encode())
         lines.append(b"committer " + self.committer.encode())
-        return b"\n".join(lines) + b"\n\n" + self.message.encode("utf-8", "surrogateescape")
+        return b"\n".join(lines) + b"\n\n" + _utf8(self.message, "a message")
 
 
 def decode_commit(raw: bytes) -> Commit:
-    """Parse git commit bytes. Headers we do not model (gpgsig, encoding, …) are skipped."""
+    """Parse git commit bytes for showing: the message and idents decoded as git shows them
+    (:func:`decode_text`, by the ``encoding`` header). Other headers (gpgsig, mergetag, …) are
+    skipped. The result is for reading: a commit with an ``encoding`` header or invalid text
+    does not :meth:`Commit.encode` back to its bytes (its id is the stored bytes' anyway)."""
     head, sep, message = raw.partition(b"\n\n")
-    if not sep:
-        raise CorruptObject("commit has no blank line before its message")
+    if not sep:  # git writes the blank line always, but reads a commit without one as message-less
+        head, message = raw.rstrip(b"\n"), b""
     tree = None
     parents: list[str] = []
-    author = committer = None
+    author = committer = encoding = None
     for line in head.split(b"\n"):
         if line.startswith(b" "):
             continue  # continuation of a multi-line header such as gpgsig
         key, _, value = line.partition(b" ")
         if key == b"tree":
-            tree = value.decode("ascii")
+            tree = value.decode("ascii", "replace")
         elif key == b"parent":
-            parents.append(value.decode("ascii"))
+            parents.append(value.decode("ascii", "replace"))
         elif key == b"author":
-            author = Signature.decode(value)
+            author = value
         elif key == b"committer":
-            committer = Signature.decode(value)
-    if tree is None or author is None or committer is None:
+            committer = value
+        elif key == b"encoding":
+            encoding = value.decode("ascii", "replace")
+    if tree is None or author is None or committer is None or not is_object_id(tree):
         raise CorruptObject("commit lacks tree, author or committer")
-    return Commit(tree, tuple(parents), author, committer, message.decode("utf-8", "surrogateescape"))
+    if not all(map(is_object_id, parents)):
+        raise CorruptObject(f"malformed parent in commit: {parents!r}")
+    return Commit(
+        tree,
+        tuple(parents),
+        Signature.decode(author, encoding),
+        Signature.decode(committer, encoding),
+        decode_text(message, encoding),
+    )
 
 
 class GraphNode(NamedTuple):

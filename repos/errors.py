@@ -30,7 +30,7 @@ invalid input, not a missing resource).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from engine.errors import CorruptObject, EngineError, InvalidInput, ObjectMissing, PathNotFound, WrongObjectType
 
@@ -75,9 +75,9 @@ class ApiError(Exception):
         self.extra = extra or {}
 
     def as_dict(self) -> dict:
-        body: dict = {"code": self.code, "message": self.message, "retryable": self.retryable}
+        body: dict = {"code": self.code, "message": _carried(self.message), "retryable": self.retryable}
         if self.details:
-            body["details"] = self.details
+            body["details"] = _carried(self.details)
         if self.retry_after_ms is not None:
             body["retry_after_ms"] = self.retry_after_ms
         body.update(self.extra)
@@ -92,7 +92,19 @@ class ApiError(Exception):
     def git_answer(self) -> tuple[int, bytes]:
         """What a git client is answered over smart HTTP: the status, and a ``text/plain`` body
         (git prints such a body to its user as ``remote: …`` lines)."""
-        return self.status, f"{self.code}: {self.message}\n".encode()
+        return self.status, f"{self.code}: {_carried(self.message)}\n".encode()
+
+
+def _carried(value: Any) -> Any:
+    """``value`` with every text UTF-8 can carry: a message that quotes the caller's input may
+    hold a lone surrogate (JSON can spell one), which no answer could encode."""
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, list):
+        return [_carried(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _carried(item) for key, item in value.items()}
+    return value
 
 
 #: Every error code, in the table's order, and its class.

@@ -55,6 +55,19 @@ REPOSITORY_PATH: dict[str, Any] = {
     "description": "Segments separated by '/': none empty, '.', '..' or '.git'; no NUL, no backslash.",
 }
 
+#: A path as reads name it: a path git stores may hold bytes that are not UTF-8 or a backslash,
+#: and reads name it in its escaped form (engine.objects.path_from_bytes): ``\\xNN`` for each
+#: byte that is not part of valid UTF-8, ``\\\\`` for a backslash.
+READ_PATH: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^(?:[^/\\\x00]|\\\\|\\x[89a-f][0-9a-f])+(?:/(?:[^/\\\x00]|\\\\|\\x[89a-f][0-9a-f])+)*$",
+    "not": {"pattern": r"(?:^|/)(?:\.\.?|\.[gG][iI][tT])(?:/|$)"},
+    "description": "Segments separated by '/': none empty, '.', '..' or '.git'; no NUL. A name git stores "
+    "with bytes that are not UTF-8 is in its escaped form: each such byte as \\xNN (two lowercase hex "
+    "digits) and a backslash as \\\\, as tree, diff, log and blame answers name it. An escape of bytes that "
+    "are valid UTF-8 (\\xc3\\xa9 for é) is refused, naming the form to use.",
+}
+
 REPOSITORY_NAME: dict[str, Any] = {
     "type": "string",
     "pattern": repositories.REPOSITORY_NAME_PATTERN,
@@ -119,7 +132,7 @@ BASE64: dict[str, Any] = {
 
 REV = OpenApiParameter("rev", REVISION, location=OpenApiParameter.PATH, description=REVISION["description"])
 FILE_PATH = OpenApiParameter(
-    "path", REPOSITORY_PATH, location=OpenApiParameter.PATH, description="The file's path in the repository."
+    "path", READ_PATH, location=OpenApiParameter.PATH, description="The file's path in the repository."
 )
 
 

@@ -199,7 +199,7 @@ class OperationSerializer(serializers.Serializer):
 class TreeEntrySerializer(serializers.Serializer):
     name = serializers.CharField()
     path = serializers.CharField()
-    type = serializers.ChoiceField(choices=["file", "dir"])
+    type = serializers.ChoiceField(choices=["file", "dir", "submodule"])
     id = serializers.CharField()
     mode = serializers.CharField()
 

@@ -167,7 +167,7 @@ class TreeView(ApiView):
         summary="List a directory",
         parameters=[
             REV,
-            OpenApiParameter("path", schema.REPOSITORY_PATH, description="A directory; the root when omitted."),
+            OpenApiParameter("path", schema.READ_PATH, description="A directory; the root when omitted."),
         ],
         responses={200: s.TreeSerializer, **s.errors(400, 404)},
     )

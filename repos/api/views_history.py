@@ -48,7 +48,7 @@ class LogView(ApiView):
             OpenApiParameter(
                 "rev", schema.REVISION, description="Where the walk starts (default: the default stream)."
             ),
-            OpenApiParameter("path", schema.REPOSITORY_PATH, description="Only changesets that touch this path."),
+            OpenApiParameter("path", schema.READ_PATH, description="Only changesets that touch this path."),
             OpenApiParameter(
                 "limit",
                 {"type": "integer", "minimum": 1, "maximum": reads.MAX_LOG_LIMIT},

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from django.db import transaction
 
 from engine import changeset as engine_changeset
 from engine.errors import EngineError, ObjectMissing
 from engine.objects import BLOB, MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, Signature, check_object_id, hash_object
-from engine.renames import detect_renames
-from engine.trees import Added, Deleted, FileChange, Renamed, diff_trees
 
 from ..errors import Invalid, NotFound, from_engine
 from ..lookups import InsertUnlessPresent
 from ..models import Changeset, Credential, Repository
-from . import refmirror
+from . import derived, gitdiff, refmirror
 from .credentials import require_paths
 from .packs import roll_up_when_due
 from .repositories import resolve_rev
-from .stores import store_for
+from .stores import repository_path, store_for
 
 #: File modes a changeset may write, as the API spells them.
 _MODES = {"100644": MODE_FILE, "100755": MODE_EXECUTABLE, "120000": MODE_SYMLINK}
@@ -218,7 +218,7 @@ def get_changeset(repository: Repository, commit_id: str) -> Changeset:
     found = Changeset.objects.filter(repository=repository, commit_id=commit_id).first()
     if found is not None:
         if found.operations is None:  # recorded by a push whose operations are not written yet
-            found.operations = _write_operations(store_for(repository.name), found)
+            _write_operations(repository, [found])
         return found
     try:
         commit = store_for(repository.name).read_commit(commit_id)
@@ -257,56 +257,86 @@ def record_commits(
     provenance: dict,
     progress: Callable[[int], None] | None = None,
     operations_later: bool = False,
+    derive: bool = False,
 ) -> int:
-    """Record commits that arrived by git (a push, an import) as changesets; returns how many were new.
+    """Record commits that arrived by git (a push, an import), parents first, as changesets;
+    returns how many were new.
 
-    Each one's operation list is derived from its diff against its first parent, renames
-    detected (a rename that also changed the content carries the new ``blob``). With
-    ``operations_later`` the rows are written without it (``operations`` NULL: a push records
-    its commits before its refs move and derives their operations after its answer, with
-    :func:`write_pending_operations`); a list is a function of the commit and its parent, so
-    whoever reads one first (:func:`get_changeset`) or maintenance writes it if that never ran.
+    Each one's operation list is its diff against its first parent as git computes it, renames
+    found by git (repos.services.gitdiff; a rename that also changed the content carries the
+    new ``blob``). With ``operations_later`` the rows are written without it (``operations``
+    NULL: a push records its commits before its refs move and derives their operations after
+    its answer, with :func:`write_pending_operations`); a list is a function of the commit and
+    its parent, so whoever reads one first (:func:`get_changeset`) or maintenance writes it if
+    that never ran. With ``derive`` (an import) each chunk also records its derived data from
+    the same diff (repos.services.derived.derive_recorded), so no tree is read twice.
     The caller has protected the commits in the ref mirror; rows already there are left as they
-    are. ``progress(n)`` is told of every ``n`` commits done.
+    are. A chunk commits whole or not at all, so a failed run leaves whole chunks, and running
+    it again continues after them. ``progress(n)`` is told of every ``n`` commits done.
     """
     new = 0
-    for start in range(0, len(commit_ids), RECORD_CHUNK):
-        chunk = commit_ids[start : start + RECORD_CHUNK]
-        new += _record_chunk(repository, chunk, credential, provenance, operations_later)
-        if progress is not None:
-            progress(len(chunk))
+    # A push's commits wait for their operations (no git process on its way to the answer).
+    described = bool(commit_ids) and (not operations_later or derive)
+    stream = gitdiff.FirstParentChanges(repository_path(repository.name), commit_ids) if described else None
+    with stream or contextlib.nullcontext():
+        changes = iter(stream or ())
+        for start in range(0, len(commit_ids), RECORD_CHUNK):
+            chunk = commit_ids[start : start + RECORD_CHUNK]
+            # In step with git: its changes come in the order of ``commit_ids``.
+            chunk_changes = dict(itertools.islice(changes, len(chunk)))
+            with transaction.atomic():
+                new += _record_chunk(repository, chunk, chunk_changes, credential, provenance, operations_later, derive)
+            if progress is not None:
+                progress(len(chunk))
     return new
 
 
 def _record_chunk(
     repository: Repository,
     commit_ids: list[str],
+    changes: dict[str, list[gitdiff.Change]],
     credential: Credential | None,
     provenance: dict,
     operations_later: bool,
+    derive: bool,
 ) -> int:
     store = store_for(repository.name)
     known = set(
         Changeset.objects.filter(repository=repository, commit_id__in=commit_ids).values_list("commit_id", flat=True)
     )
-    rows = []
+    commits = {}
     for commit_id in commit_ids:
         if commit_id in known:
             continue
-        commit = store.read_commit(commit_id)
-        rows.append(
-            Changeset(
-                repository=repository,
-                commit_id=commit_id,
-                parents=list(commit.parents),
-                tree=commit.tree,
-                message=commit.message,
-                operations=None if operations_later else _operations_of_commit(store, commit.parents, commit.tree),
-                provenance=provenance,
-                credential=credential,
-            )
+        try:
+            commits[commit_id] = store.read_commit(commit_id)
+        except EngineError as error:  # a commit git accepted and we cannot read: name it, record nothing of it
+            raise Invalid(f"commit {commit_id} cannot be recorded: {error.message}") from None
+        if commit_id not in changes and (derive or not operations_later):
+            raise Invalid(f"git did not describe commit {commit_id}")
+    rows = [
+        Changeset(
+            repository=repository,
+            commit_id=commit_id,
+            parents=list(commit.parents),
+            tree=commit.tree,
+            message=commit.message,
+            operations=None if operations_later else gitdiff.operations(changes[commit_id]),
+            provenance=provenance,
+            credential=credential,
         )
+        for commit_id, commit in commits.items()
+    ]
     Changeset.objects.bulk_create(rows, ignore_conflicts=True)
+    if derive and commits:
+        derived.derive_recorded(
+            repository,
+            store,
+            [
+                (oid, commit.parents, commit.committer.time, gitdiff.changed_paths(changes[oid]))
+                for oid, commit in commits.items()
+            ],
+        )
     return len(rows)
 
 
@@ -314,9 +344,7 @@ def write_pending_operations(repository: Repository, commit_ids: list[str] | Non
     """Write the operation lists recorded changesets of ``repository`` lack (of ``commit_ids``,
     or all of them: maintenance's catch-up after a crash); returns how many it wrote."""
     pending = (
-        Changeset.objects.filter(repository=repository, operations__isnull=True)
-        .only("pk", "parents", "tree")
-        .order_by("pk")
+        Changeset.objects.filter(repository=repository, operations__isnull=True).only("pk", "commit_id").order_by("pk")
     )
     if commit_ids is None:
         groups = [pending]
@@ -325,49 +353,21 @@ def write_pending_operations(repository: Repository, commit_ids: list[str] | Non
             pending.filter(commit_id__in=commit_ids[start : start + RECORD_CHUNK])
             for start in range(0, len(commit_ids), RECORD_CHUNK)
         ]
-    store = store_for(repository.name)
     written = 0
     for group in groups:
         after = 0
         # Pages read whole before writing: SQLite does not isolate a cursor from its own writes.
         while rows := list(group.filter(pk__gt=after)[:RECORD_CHUNK]):
-            for row in rows:
-                _write_operations(store, row)
+            _write_operations(repository, rows)
             written += len(rows)
             after = rows[-1].pk
     return written
 
 
-def _write_operations(store, row: Changeset) -> list[dict]:
-    """Derive a recorded changeset's operation list and store it, unless another process did first."""
-    operations = _operations_of_commit(store, row.parents, row.tree)
-    Changeset.objects.filter(pk=row.pk, operations__isnull=True).update(operations=operations)
-    return operations
-
-
-def _operations_of_commit(store, parents: Sequence[str], tree: str) -> list[dict]:
-    return operations_of(store, store.read_commit(parents[0]).tree if parents else None, tree)
-
-
-def operations_of(store, old_tree: str | None, new_tree: str) -> list[dict]:
-    """The operation list (API.md's shape) that turns ``old_tree`` into ``new_tree``."""
-    changes = diff_trees(store, old_tree, new_tree)
-    deletes = any(isinstance(change, Deleted) for change in changes)
-    adds = any(isinstance(change, Added) for change in changes)
-    # Renames pair deletions with additions; without both there are none to look for (an
-    # import's first commit, a push of new files: thousands of changes, no pass over them).
-    operations: list[dict] = []
-    found: list[FileChange] = list(detect_renames(store, changes) if deletes and adds else changes)
-    for change in found:
-        if isinstance(change, Deleted):
-            operations.append({"op": "delete", "path": change.path})
-        elif isinstance(change, Renamed):
-            operation = {"op": "rename", "from": change.old_path, "to": change.path}
-            if change.old != change.new:
-                operation.update(blob=change.new.id, mode=f"{change.new.mode:o}")
-            operations.append(operation)
-        else:
-            operations.append(
-                {"op": "write", "path": change.path, "blob": change.new.id, "mode": f"{change.new.mode:o}"}
-            )
-    return operations
+def _write_operations(repository: Repository, rows: list[Changeset]) -> None:
+    """Derive recorded changesets' operation lists (one git process) and store each, unless
+    another process did first."""
+    changes = gitdiff.first_parent_changes(repository_path(repository.name), [row.commit_id for row in rows])
+    for row in rows:
+        row.operations = gitdiff.operations(changes[row.commit_id])
+        Changeset.objects.filter(pk=row.pk, operations__isnull=True).update(operations=row.operations)

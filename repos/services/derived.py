@@ -26,8 +26,8 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from engine.graph import GraphNode, remember_nodes
-from engine.history import DerivedCommit, derive
+from engine.graph import GraphNode, graph_node, remember_nodes
+from engine.history import DerivedCommit, derive, path_key
 from engine.objects import ObjectId
 from engine.store import ObjectStore
 
@@ -185,6 +185,38 @@ def _learn(store: ObjectStore, known: Known, commits: list[DerivedCommit]) -> No
             known.derived.add(commit.id)
             if commit.changed is not None:
                 known.covered.add(commit.id)
+
+
+def derive_recorded(
+    repository: Repository,
+    store: ObjectStore,
+    commits: list[tuple[ObjectId, tuple[ObjectId, ...], int, set[str] | None]],
+) -> None:
+    """Record, in the caller's transaction, the derived data of commits recorded from git
+    whose changed paths git gave (``(id, parents, committer time, changed paths or None past
+    the limit)``, parents first: repos.services.content.record_commits): the rows
+    :func:`engine.history.derive` would write, without reading a tree.
+
+    A derived changeset's ancestors must all be derived (the walks stop at one), so a commit
+    with a parent that is neither derived nor among ``commits`` is left, with what descends
+    from it here, to :func:`derive_missing`.
+    """
+    known = refresh(repository, store)
+    generations: dict[ObjectId, int] = {}
+    out = []
+    for oid, parents, time, paths in commits:
+        if oid in known.derived:
+            continue
+        if not all(parent in generations or parent in known.derived for parent in parents):
+            continue
+        generation = 1 + max(
+            (generations[p] if p in generations else graph_node(store, p).generation for p in parents), default=0
+        )
+        generations[oid] = generation
+        changed = None if paths is None else frozenset(path_key(path) for path in paths)
+        out.append(DerivedCommit(oid, generation, parents, time, changed))
+    _insert(repository, out)
+    transaction.on_commit(lambda: _learn(store, known, out))
 
 
 def derive_missing(

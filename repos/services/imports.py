@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import Invalid, NotFound
 from ..models import Repository, Stream
 from . import content, derived, integration, refmirror, repositories
+from .gitdir import git_env
 from .stores import repository_path
 
 Progress = Callable[[str, int, int], None]
@@ -46,24 +47,18 @@ def source_path(source: str) -> str:
     path = source.removeprefix("file://") if source.startswith("file://") else source
     resolved = Path(path).expanduser().resolve()
     done = subprocess.run(
-        ["git", "-C", os.fspath(resolved), "rev-parse", "--git-dir"], capture_output=True, text=True, env=_env()
+        ["git", "-C", os.fspath(resolved), "rev-parse", "--git-dir"], capture_output=True, text=True, env=git_env()
     )
     if done.returncode != 0:
         raise Invalid(f"{source} is not a local git repository: {done.stderr.strip()}")
     return os.fspath(resolved)
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_CONFIG_NOSYSTEM"] = "1"
-    return env
-
-
 def branches_of(source: str) -> tuple[dict[str, str], str | None]:
     """``{branch: tip}`` of the source, and the branch its HEAD names (None if detached or unborn)."""
     out = subprocess.run(
         ["git", "ls-remote", "--symref", source, "HEAD", "refs/heads/*"],
-        capture_output=True, text=True, check=True, env=_env(),
+        capture_output=True, text=True, check=True, env=git_env(),
     ).stdout  # fmt: skip
     branches: dict[str, str] = {}
     head_branch = None
@@ -99,7 +94,11 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
     git_dir = repository_path(repository.name)
     known_heads = repositories.stream_heads(repository)
     tips = sorted(set(importable.values()))
+    if progress is not None:
+        progress("fetching objects", 0, 1)
     _fetch(git_dir, path, tips)
+    if progress is not None:
+        progress("fetching objects", 1, 1)
     new = _unreached(git_dir, tips, known_heads)
     if new:
         done = 0
@@ -112,7 +111,7 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
 
         provenance = {"source": "import", "from": source}
         result.changesets = content.record_commits(
-            repository, new, credential=None, provenance=provenance, progress=step
+            repository, new, credential=None, provenance=provenance, progress=step, derive=True
         )
     for branch, tip in sorted(importable.items()):
         _stream_to(repository, branch, tip, result)
@@ -122,12 +121,18 @@ def import_repository(name: str, source: str, *, progress: Progress | None = Non
 
 
 def _fetch(git_dir: Path, source: str, tips: list[str]) -> None:
-    """git fetches the tips' history into the protection refs: protected as they arrive."""
+    """git fetches the tips' history into the protection refs: protected as they arrive.
+
+    git checks every object it receives (``fetch.fsckObjects`` is not needed for that: a pack
+    that does not index or connect is refused whole), so a broken source fails here, naming
+    git's reason, with nothing recorded."""
     refspecs = [f"+{tip}:{refmirror.CHANGESETS}{tip}" for tip in tips]
-    subprocess.run(
+    done = subprocess.run(
         ["git", "--git-dir", os.fspath(git_dir), "fetch", "--no-tags", "--no-write-fetch-head", "--quiet", source, *refspecs],
-        check=True, env=_env(), capture_output=True,
+        env=git_env(), capture_output=True, text=True, errors="replace",
     )  # fmt: skip
+    if done.returncode != 0:
+        raise Invalid(f"git could not fetch the history of {source}: {done.stderr.strip() or done.returncode}")
 
 
 def _unreached(git_dir: Path, tips: list[str], known_heads: set[str]) -> list[str]:

@@ -39,12 +39,17 @@ def tree(repository: Repository, rev: str, path: str | None = None) -> list[dict
         {
             "name": name,
             "path": base + name,
-            "type": "dir" if entry.mode == MODE_TREE else "file",
+            "type": _ENTRY_TYPES.get(entry.mode, "file"),
             "id": entry.id,
             "mode": f"{entry.mode:06o}",
         }
         for name, entry in sorted(entries.items())
     ]
+
+
+#: What a tree entry is, by its mode: a symlink is a file whose bytes are its target, and a
+#: submodule names a commit of another repository (never fetched).
+_ENTRY_TYPES = {MODE_TREE: "dir", MODE_GITLINK: "submodule"}
 
 
 def read_file(repository: Repository, rev: str, path: str) -> bytes:
@@ -56,6 +61,8 @@ def read_file(repository: Repository, rev: str, path: str) -> bytes:
         raise NotFound(f"no file {path!r} at {rev}")
     if entry.mode == MODE_TREE:
         raise NotFound(f"{path!r} is a directory, not a file, at {rev}: list it with the tree endpoint")
+    if entry.mode == MODE_GITLINK:
+        raise NotFound(f"{path!r} is a submodule (commit {entry.id} of another repository), not a file, at {rev}")
     return store.read_blob(entry.id)
 
 
@@ -105,6 +112,8 @@ def _file_patch(store: TreeReader, change: FileChange) -> str:
     old_data = _patch_content(store, old)
     new_data = _patch_content(store, new)
     header = f"diff --git a/{old_path} b/{change.path}\n"
+    if old is not None and new is not None and old.mode != new.mode:
+        header += f"old mode {old.mode:06o}\nnew mode {new.mode:06o}\n"
     if isinstance(change, Renamed):
         header += f"similarity index {change.similarity}%\nrename from {old_path}\nrename to {change.path}\n"
     elif isinstance(change, Added):
@@ -255,8 +264,13 @@ def _hunk_range(start: int, stop: int) -> bytes:
 
 
 def _patch_content(store: TreeReader, entry: Entry | None) -> bytes:
-    # A side that is absent, or a submodule (a commit id, not content), has no lines.
-    return store.read_blob(entry.id) if entry is not None and entry.mode != MODE_GITLINK else b""
+    # A side that is absent has no lines; a submodule (a commit of another repository, not
+    # content here) has the one line git's diff gives it.
+    if entry is None:
+        return b""
+    if entry.mode == MODE_GITLINK:
+        return b"Subproject commit %s\n" % entry.id.encode()
+    return store.read_blob(entry.id)
 
 
 def blame(repository: Repository, rev: str, path: str) -> list[dict]:

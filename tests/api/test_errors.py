@@ -159,8 +159,10 @@ def test_a_changeset_naming_a_missing_blob_is_invalid_with_details(landed):
 
 
 @pytest.mark.parametrize(
-    "path", ["/etc/passwd", "../up.txt", "a/../b.txt", ".git/config", "a//b.txt", "a/\x00.txt", "src/.git/x"]
-)
+    "path",
+    ["/etc/passwd", "../up.txt", "a/../b.txt", ".git/config", "a//b.txt", "a/\x00.txt", "src/.git/x", "a\\b.txt",
+     "caf\\xe9.txt"],
+)  # fmt: skip
 def test_unsafe_paths_are_invalid_with_details(landed, path):
     api, head = landed
 
@@ -171,6 +173,20 @@ def test_unsafe_paths_are_invalid_with_details(landed, path):
     )
 
     assert isinstance(body["details"], list) and body["details"]
+    nothing_written(api, head)
+
+
+def test_text_that_utf8_cannot_carry_is_invalid_and_writes_nothing(landed):
+    """JSON can spell a lone surrogate ("\\udcff"); a commit's UTF-8 cannot hold one."""
+    api, head = landed
+    bodies = [
+        '{"parent": "%s", "message": "bad \\udcff", "operations": [{"op": "write", "path": "g.txt", "content": "x"}]}',
+        '{"parent": "%s", "message": "m", "operations": [{"op": "write", "path": "bad\\udcff.txt", "content": "x"}]}',
+    ]
+    for raw in bodies:
+        response = api.client.post(api.url("/changesets"), raw % head, content_type="application/json")
+
+        assert error(response, 400, "invalid")
     nothing_written(api, head)
 
 

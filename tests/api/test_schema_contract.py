@@ -171,18 +171,43 @@ def test_a_cursor_from_elsewhere_names_a_position_not_an_error(api):
 patterns = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=300)
 
 
+def _matches(pattern: dict, text: str) -> bool:
+    return bool(
+        re.match(pattern["pattern"].replace("$", r"\Z"), text)
+        and not re.search(pattern["not"]["pattern"].replace("$", r"\Z"), text)
+    )
+
+
 @patterns
-@given(st.text(alphabet=st.sampled_from("ab./\\\x00Gg"), max_size=12) | st.text(max_size=8))
-def test_the_path_pattern_is_the_engine_check(path):
-    pattern = re.compile(schema.REPOSITORY_PATH["pattern"].replace("$", r"\Z"))
-    forbidden = re.compile(schema.REPOSITORY_PATH["not"]["pattern"].replace("$", r"\Z"))
+@given(
+    st.text(alphabet=st.sampled_from("ab./\\\x00Ggx0e9"), max_size=12)
+    # A lone surrogate cannot travel in UTF-8 JSON or a URL: the engine refuses it, no schema can.
+    | st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=8)
+)
+def test_the_path_patterns_are_the_engine_check(path):
     try:
         split_path(path)
         accepted = True
     except UnsafePath:
         accepted = False
 
-    assert accepted == bool(pattern.match(path) and not forbidden.search(path))
+    assert accepted == _matches(schema.READ_PATH, path)
+    # What a changeset may write: a path without a backslash (no escape: a new name is UTF-8).
+    assert _matches(schema.REPOSITORY_PATH, path) == (accepted and "\\" not in path)
+
+
+@pytest.mark.parametrize(
+    "path, accepted",
+    [("caf\\xe9.txt", True), ("back\\\\slash", True), ("d/\\xff\\xfe/f", True), ("caf\\xc3\\xa9", False),
+     ("a\\b", False), ("a\\x4", False)],
+)  # fmt: skip
+def test_escaped_names_read_as_the_schema_says_except_escapes_of_valid_utf8(path, accepted):
+    assert _matches(schema.READ_PATH, path) == (path != "a\\b" and path != "a\\x4")
+    try:
+        split_path(path)
+        assert accepted
+    except UnsafePath:
+        assert not accepted
 
 
 @patterns

@@ -99,8 +99,17 @@ def test_graph_reads_signed_commits_and_ignores_look_alikes_in_the_message(store
     assert graph_node(store, signed).time == store.read_commit(signed).committer.time
 
 
-def test_a_commit_with_a_corrupt_committer_line_is_reported(store):
+def test_a_commit_whose_committer_date_git_cannot_read_is_walked_with_time_zero(store):
+    # git log shows such a commit with an empty date instead of failing (fsck calls it badDate).
     raw = f"tree {EMPTY_TREE_ID}\nauthor A <a@x> 1 +0000\ncommitter C <c@x> soon +0000\n\nm\n".encode()
+    store.add_many([(TREE, b"")])
+    commit = store.add(COMMIT, raw)
+    assert generation(store, commit) == 1
+    assert graph_node(store, commit).time == 0
+
+
+def test_a_commit_without_a_committer_is_reported(store):
+    raw = f"tree {EMPTY_TREE_ID}\nauthor A <a@x> 1 +0000\n\nm\n".encode()
     store.add_many([(TREE, b"")])
     with pytest.raises(CorruptObject):
         generation(store, store.add(COMMIT, raw))

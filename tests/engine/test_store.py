@@ -75,7 +75,7 @@ def test_the_commits_and_trees_a_batch_wrote_are_read_from_the_cache_as_git_stor
     batch = ObjectBatch(disk_store)
     tree = batch.add_tree(Tree({"a": Entry(MODE_FILE, batch.add(BLOB, b"x"))}))
     who = Signature("a b", "a@example.com", 1_700_000_000, -90)
-    commit = batch.add_commit(Commit(tree, (), who, who, "subject\n\nbody \udcff\n"))
+    commit = batch.add_commit(Commit(tree, (), who, who, "subject\n\nbody, café\n"))
     batch.flush()
     misses = disk_store.cache_stats.snapshot()
 

@@ -1,5 +1,6 @@
 """Import a local git repository: every branch a stream, commit ids unchanged (repos.services.imports)."""
 
+import resource
 import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -22,8 +23,13 @@ class Command(BaseCommand):
         def progress(step: str, done: int, total: int) -> None:
             bar = bars.get(step)
             if bar is None or bar.total != total:
-                bar = bars[step] = tqdm(total=total, desc=step, unit="changeset", file=sys.stderr, disable=None)
+                # Shown in a log too (not only on a terminal): an import of a long history
+                # takes minutes, and its rate and estimate are what tell a stall from progress.
+                unit = "step" if total == 1 else "changeset"
+                bar = bars[step] = tqdm(total=total, desc=step, unit=unit, file=sys.stderr, mininterval=1.0)
             bar.update(done - bar.n)
+            if done == total:  # a step done stops its clock (the next step has a bar of its own)
+                bar.close()
 
         try:
             result = imports.import_repository(options["name"], options["source"], progress=progress)
@@ -39,3 +45,10 @@ class Command(BaseCommand):
         )
         for branch, why in sorted(result.skipped.items()):
             self.stderr.write(f"skipped {branch}: {why}")
+        self.stdout.write(
+            f"peak memory: {_peak_mib()} MiB in this process, {_peak_mib(resource.RUSAGE_CHILDREN)} MiB in git's fetch"
+        )
+
+
+def _peak_mib(who: int = resource.RUSAGE_SELF) -> int:
+    return resource.getrusage(who).ru_maxrss // 1024  # Linux reports KiB
