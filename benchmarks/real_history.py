@@ -52,6 +52,7 @@ from typing import Any
 
 import httpx
 
+from engine.objects import path_from_bytes
 from tests.deployment import BASE_DIR, ApiClient, Deployment, web_session
 
 from .report import format_ms, text_table
@@ -218,15 +219,15 @@ class Cgit:
 
 
 def long_lived_paths(git: Git, tip: str, count: int) -> list[str]:
-    """The ``count`` files at ``tip`` changed by the most commits (``git log --name-only``)."""
-    changed = git.text("log", "--format=", "--name-only", "--no-renames", tip)
-    counts: dict[str, int] = {}
-    for line in changed.splitlines():
-        if line:
-            counts[line] = counts.get(line, 0) + 1
-    present = set(git.text("ls-tree", "-r", "--name-only", tip).splitlines())
+    """The ``count`` files at ``tip`` changed by the most commits (``git log --name-only``), in
+    the escaped form the API names paths with."""
+    counts: dict[bytes, int] = {}
+    for path in git.run("log", "-z", "--format=", "--name-only", "--no-renames", tip).split(b"\0"):
+        if path:
+            counts[path] = counts.get(path, 0) + 1
+    present = set(git.run("ls-tree", "-r", "-z", "--name-only", tip).split(b"\0"))
     ranked = sorted((path for path in counts if path in present), key=lambda path: (-counts[path], path))
-    return ranked[:count]
+    return [path_from_bytes(path) for path in ranked[:count]]
 
 
 def commit_with_ancestors(git: Git, tip: str, wanted: int) -> tuple[str, int]:
@@ -251,15 +252,19 @@ def parse_raw(raw: bytes) -> set[tuple[str, str, str | None]]:
     while at < len(fields) - 1:
         letter = fields[at].split()[-1][:1].decode()
         if letter in "RC":
-            old, new = fields[at + 1].decode(errors="surrogateescape"), fields[at + 2].decode(errors="surrogateescape")
+            old, new = path_from_bytes(fields[at + 1]), path_from_bytes(fields[at + 2])
             found.add(("renamed", new, old))
             at += 3
             continue
-        path = fields[at + 1].decode(errors="surrogateescape")
+        path = path_from_bytes(fields[at + 1])
         status = {"A": "added", "D": "deleted"}.get(letter, "modified")  # M, T (a mode change)
         found.add((status, path, None))
         at += 2
     return found
+
+
+#: git's object types of tree entries as the tree endpoint types them (a symlink is a file).
+_TYPES = {"tree": "dir", "commit": "submodule"}
 
 
 def parse_ls_tree(listing: bytes) -> list[dict[str, str]]:
@@ -270,10 +275,7 @@ def parse_ls_tree(listing: bytes) -> list[dict[str, str]]:
             continue
         meta, _, name = record.partition(b"\t")
         mode, kind, oid = meta.decode().split()
-        entries.append(
-            {"name": name.decode(errors="surrogateescape"), "type": "dir" if kind == "tree" else "file", "id": oid,
-             "mode": mode}
-        )  # fmt: skip
+        entries.append({"name": path_from_bytes(name), "type": _TYPES.get(kind, "file"), "id": oid, "mode": mode})
     return sorted(entries, key=lambda entry: entry["name"])
 
 

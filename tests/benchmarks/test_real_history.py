@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not os.access(real_history.CGIT, os.X_OK), reaso
 
 def _history(path: Path) -> Path:
     """A bare repository of 40 commits on ``trunk`` (the streams are named after the branch, not
-    "main"): a file edited throughout, a rename, a deleted file."""
+    "main"): a file edited throughout, a rename, a deleted file, a submodule and a symlink."""
     work = path / "work"
     env = real_history._env(path)
     subprocess.run(["git", "init", "-q", "-b", "trunk", os.fspath(work)], check=True, env=env)
@@ -40,7 +40,11 @@ def _history(path: Path) -> Path:
             git("mv", "src/kept.txt", "src/moved.txt")
         if step == 30:
             git("rm", "-q", "src/gone.txt")
+        if step == 35:  # a symlink at the root
+            (work / "link").symlink_to("CHANGES.txt")
         git("add", "-A")
+        if step == 39:  # a submodule: a commit of another repository (in the index only)
+            git("update-index", "--add", "--cacheinfo", f"160000,{'5' * 40},vendored")
         git("commit", "-q", "-m", f"step {step}")
     bare = path / "source.git"
     subprocess.run(["git", "clone", "-q", "--bare", os.fspath(work), os.fspath(bare)], check=True, env=env)
@@ -104,6 +108,8 @@ def test_git_s_outputs_are_read_as_our_answers(tmp_path):
     entries = parse_ls_tree(git.run("ls-tree", "-z", tip))
     assert [(e["name"], e["type"], e["mode"]) for e in entries] == [
         ("CHANGES.txt", "file", "100644"),
+        ("link", "file", "120000"),
         ("src", "dir", "040000"),
+        ("vendored", "submodule", "160000"),
     ]
     assert len(parse_blame(git.run("blame", "--porcelain", tip, "--", "CHANGES.txt"))) == 40
