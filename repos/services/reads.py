@@ -6,7 +6,7 @@ from patiencediff import PatienceSequenceMatcher
 
 from engine import history
 from engine.errors import WrongObjectType
-from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_lines, split_path
+from engine.objects import MODE_GITLINK, MODE_TREE, Entry, is_binary, is_object_id, split_path
 from engine.renames import diff_with_renames
 from engine.store import ObjectStore
 from engine.trees import Added, Deleted, FileChange, Renamed, TreeReader, lookup, subtree
@@ -149,9 +149,9 @@ def unified_patch(old_data: bytes, new_data: bytes, fromfile: str, tofile: str, 
             old_end = old_data.find(b"\n", old_end) + 1 or len(old_data)
     new_end = len(new_data) - (len(old_data) - old_end)
     offset = old_data.count(b"\n", 0, start)  # the lines before, the same on both sides
-    old, new = split_lines(old_data[start:old_end]), split_lines(new_data[start:new_end])
+    old, new = _lines(old_data[start:old_end]), _lines(new_data[start:new_end])
     before = old_data.count(b"\n", start, first)
-    after = len(split_lines(old_data[old_last:old_end]))  # the same bytes on both sides
+    after = len(_lines(old_data[old_last:old_end]))  # the same bytes on both sides
     old_stop, new_stop = len(old) - after, len(new) - after
     codes: list[Opcode] = [("equal", 0, before, 0, before)]
     for matched, a1, a2, b1, b2 in PatienceSequenceMatcher(
@@ -243,16 +243,26 @@ def _changed_span(old: bytes, new: bytes) -> tuple[int, int, int]:
     return start, old_end, new_end
 
 
+def _lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` without their newlines (one split, in C), except a last line that
+    has none: it keeps a ``\n`` that no other element can hold, so that matching tells it from
+    the same text with a newline, as git does, and the patch marks it."""
+    lines = data.split(b"\n")
+    if lines[-1]:
+        lines[-1] += b"\n"
+    else:
+        lines.pop()
+    return lines
+
+
 def _prefixed(prefix: bytes, lines: list[bytes]) -> bytes:
-    """The lines of a hunk, each after ``prefix`` (one join and one replace, in C), and git's
-    marker after a last line without its newline (matching saw it bare: it differs from the same
-    line with a newline, as in git)."""
+    """The lines of a hunk (as :func:`_lines` gives them), each after ``prefix`` and with its
+    newline (one join, in C), and git's marker after a last line that has no newline."""
     if not lines:
         return b""
-    text = prefix + b"".join(lines).replace(b"\n", b"\n" + prefix)
-    if lines[-1].endswith(b"\n"):
-        return text[: -len(prefix)]
-    return text + b"\n\\ No newline at end of file\n"
+    if lines[-1].endswith(b"\n"):  # the file's last line, without a newline
+        return prefix + (b"\n" + prefix).join([*lines[:-1], lines[-1][:-1]]) + b"\n\\ No newline at end of file\n"
+    return prefix + (b"\n" + prefix).join(lines) + b"\n"
 
 
 def _hunk_range(start: int, stop: int) -> bytes:
