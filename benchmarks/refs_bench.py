@@ -55,7 +55,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.deployment import ApiClient, Deployment
+from tests.deployment import ApiClient, Deployment, web_session
 
 from .git_bench import _git, _RssSampler
 from .report import format_ms, text_table
@@ -373,16 +373,7 @@ class Bench:
     @contextlib.contextmanager
     def _web(self, repo: str):
         """A logged-in session of the web UI; yields a function that loads the repository's page."""
-        with httpx.Client(base_url=self.deployment.url, timeout=120) as web:
-            form = web.get("/login").text
-            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
-            assert token, "the login page has its CSRF token"
-            login = web.post(
-                "/login",
-                data={"username": WEB_USER, "password": WEB_PASSWORD, "csrfmiddlewaretoken": token[1]},
-                headers={"referer": f"{self.deployment.url}/login"},
-            )
-            assert login.status_code == 302, f"logging in to the web UI: {login.status_code}"
+        with web_session(self.deployment.url, WEB_USER, WEB_PASSWORD) as web:
 
             def page() -> None:
                 response = web.get(f"/repos/{repo}/")

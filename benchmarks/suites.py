@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -36,6 +37,7 @@ from . import (
     load,
     load_report,
     policy_bench,
+    real_history,
     refs_bench,
     relay_transports,
     report,
@@ -269,15 +271,67 @@ def _history_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(history_bench.DEFAULT_COMMITS),
         help="history lengths in changesets, comma-separated (default: %(default)s)",
     )
-    parser.add_argument("--samples", type=positive, default=history_bench.DEFAULT_SAMPLES)
+    parser.add_argument("--samples", type=positive, help="samples per row (default: 3; 5 with --source)")
+    real = parser.add_argument_group(
+        "a real repository (issue 35)", "with --source: import it and time every read beside git and cgit"
+    )
+    real.add_argument("--source", type=Path, metavar="DIR", help="a local git repository (a bare clone)")
+    real.add_argument("--branch", help="the branch read (default: the source's HEAD)")
+    real.add_argument(
+        "--paths", type=_paths, help="files for log --path, comma-separated (default: the 3 changed most often)"
+    )
+    real.add_argument("--blame", metavar="PATH", help="the file blamed and read (default: the first of --paths)")
+    real.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep the deployment (and its import) here; a later run with the same DIR reuses the import",
+    )
+
+
+def _paths(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _history_run(options: dict[str, Any], log: Log) -> Results:
+    if options.get("source"):
+        return _real_history_run(options, log)
+    options["samples"] = options.get("samples") or history_bench.DEFAULT_SAMPLES
     run = _in_steps(
         lambda step: history_bench.run_history_benchmark(options["commits"], samples=options["samples"], on_row=step)
     )
     table = history_bench.format_history(run)
     return Results(table, history_bench.history_json(run), table)
+
+
+def _failing_cleanly(work: Callable[[], R]) -> R:
+    """``work()``, with a step that could not run (an import that failed, a git command, a
+    server that did not start) reported as the run's failure, not a traceback."""
+    try:
+        return work()
+    except (RuntimeError, subprocess.CalledProcessError, OSError) as error:
+        raise BenchmarkFailed(f"{type(error).__name__}: {error}") from None
+
+
+def _real_history_run(options: dict[str, Any], log: Log) -> Results:
+    source: Path = options["source"]
+    if not (source / "HEAD").is_file() and not (source / ".git").exists():
+        raise BenchmarkFailed(f"{source} is not a git repository")
+    run = _in_steps(
+        lambda step: _failing_cleanly(
+            lambda: real_history.run_real_history(
+                source,
+                branch=options.get("branch"),
+                paths=options.get("paths"),
+                blame_path=options.get("blame"),
+                samples=options.get("samples") or real_history.DEFAULT_SAMPLES,
+                data_dir=options.get("data_dir"),
+                progress=_logged_steps(log, step),
+            )
+        )
+    )
+    table = real_history.format_real(run)
+    return Results(table, real_history.real_json(run), table, "\n".join(run.failures))
 
 
 # ------------------------------------------------------------------------------ git
@@ -698,7 +752,8 @@ SUITES: dict[str, Suite] = {
         ),
         Suite(
             "history",
-            "log and ancestry reads over long histories, with and without the derived data",
+            "log and ancestry reads over long histories, with and without the derived data; with --source, a "
+            "real repository imported and served beside git and cgit (issue 35)",
             _history_arguments,
             _history_run,
         ),

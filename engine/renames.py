@@ -3,16 +3,18 @@
 It works from the added and deleted files of a diff only, never from whole trees, so its cost
 follows the change. Similarity is git's (diffcore-delta): content is cut into chunks that end
 at a newline or after 64 bytes; the score is the bytes of chunks both files share over the size
-of the larger file. Candidate pairs are found through an index of chunk hashes, so a source is
-only compared with the destinations it shares content with.
+of the larger file. A source is only compared with the destinations whose size allows the
+threshold (the shared bytes are at most the smaller size), chunk by chunk of the two.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from bisect import bisect_left, bisect_right
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId, split_lines
+from .objects import MODE_GITLINK, MODE_TREE, Entry, ObjectId
 from .trees import Added, Change, Deleted, FileChange, Renamed, TreeReader, diff_trees
 
 #: git's default minimum similarity for a rename (``-M50%``).
@@ -20,6 +22,8 @@ DEFAULT_THRESHOLD = 50
 #: Above this many sources × destinations only exact renames are detected (git's rename limit).
 SIMILARITY_PAIR_LIMIT = 1000 * 1000
 _CHUNK = 64
+#: git's chunks: a line with its newline, cut every 64 bytes (the last line may lack the newline).
+_CHUNKS = re.compile(rb"[^\n]{0,%d}\n|[^\n]{%d}|[^\n]+\Z" % (_CHUNK - 1, _CHUNK))
 
 
 def diff_with_renames(
@@ -90,12 +94,8 @@ def _exact(deleted: list[Deleted], added: list[Added], pairs: dict[str, tuple[De
 
 def chunk_signature(data: bytes) -> tuple[dict[int, int], int]:
     """``{chunk hash: bytes}`` and the total size, content cut as git's diffcore-delta cuts it."""
-    counts: dict[int, int] = defaultdict(int)
-    for line in split_lines(data):
-        for start in range(0, len(line), _CHUNK):
-            chunk = line[start : start + _CHUNK]
-            counts[hash(chunk)] += len(chunk)
-    return counts, len(data)
+    # The chunks cut and counted in C; only each distinct chunk is seen by Python.
+    return {hash(chunk): len(chunk) * times for chunk, times in Counter(_CHUNKS.findall(data)).items()}, len(data)
 
 
 def similarity(a: bytes, b: bytes) -> int:
@@ -112,24 +112,33 @@ def similarity(a: bytes, b: bytes) -> int:
 def _similar(
     store: TreeReader, deleted: list[Deleted], added: list[Added], threshold: int, pairs: dict[str, tuple[Deleted, int]]
 ) -> None:
-    """Score candidate pairs through an inverted chunk index; assign the best scores first."""
-    sizes: list[int] = []
-    index: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    """Score the candidate pairs; assign the best scores first.
+
+    The bytes two files share are at most the smaller file's size, so a pair whose sizes differ
+    more than the threshold allows cannot reach it (git's diffcore-rename skips such pairs as
+    well): each source is compared only with the destinations in its size window (a range of
+    the destinations sorted by size), by the chunks both hold.
+    """
+    destinations: list[tuple[dict[int, int], int, int]] = []
     for d, addition in enumerate(added):
         signature, size = chunk_signature(store.read_blob(addition.new.id))
-        sizes.append(size)
-        for h, n in signature.items():
-            index[h].append((d, n))
+        destinations.append((signature, size, d))
+    destinations.sort(key=lambda item: item[1])
+    sizes = [size for _signature, size, _d in destinations]
     candidates: list[tuple[int, int, int]] = []
     for s, deletion in enumerate(deleted):
         signature, size = chunk_signature(store.read_blob(deletion.old.id))
-        shared: dict[int, int] = defaultdict(int)
-        for h, n in signature.items():
-            for d, m in index.get(h, ()):
-                shared[d] += n if n < m else m
-        for d, common in shared.items():
-            largest = max(size, sizes[d])
-            score = common * 100 // largest if largest else 100
+        low = bisect_left(sizes, -(-size * threshold // 100))  # other * 100 >= threshold * size
+        high = bisect_right(sizes, size * 100 // threshold) if threshold > 0 else len(sizes)
+        keys = signature.keys()
+        for other, other_size, d in destinations[low:high]:
+            common = 0
+            for h in keys & other.keys():
+                n, m = signature[h], other[h]
+                common += n if n < m else m
+            if not common:
+                continue  # nothing shared: never a rename, whatever the threshold
+            score = common * 100 // max(size, other_size)
             if score >= threshold:
                 candidates.append((-score, s, d))  # best score first, then source/destination order
     candidates.sort()

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -328,7 +329,8 @@ class Deployment:
     process group), drops the database, releases the Redis index and removes the data directory
     (kept, with the process logs in ``logs/``, when ``keep`` or ``AGENTGIT_E2E_KEEP=1``).
     ``data_parent`` is where the data directory is made (default: the temp directory), e.g. a
-    memory-backed file system to see how much of a load is the disk's.
+    memory-backed file system to see how much of a load is the disk's; ``data_dir`` is one to use
+    as it is, made if missing and kept (embedded mode: its SQLite database is kept with it).
     """
 
     def __init__(
@@ -338,11 +340,15 @@ class Deployment:
         env: dict[str, str] | None = None,
         keep: bool = False,
         data_parent: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode is one of {MODES}, not {mode!r}")
+        if data_dir is not None and mode != "embedded":
+            raise ValueError("a reused data directory needs the embedded mode (its database is in it)")
         self.mode = mode
-        self.keep = keep or os.environ.get("AGENTGIT_E2E_KEEP") == "1"
+        # A given data directory is the caller's (a benchmark reusing a long import): never removed.
+        self.keep = keep or data_dir is not None or os.environ.get("AGENTGIT_E2E_KEEP") == "1"
         self.processes: list[Process] = []
         self.database: PostgresDatabase | None = None
         self.redis: RedisDatabase | None = None
@@ -350,9 +356,13 @@ class Deployment:
         self.url = ""
         #: A token for the tests or the benchmark to use (set by whoever creates one).
         self.token = ""
-        self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-", dir=data_parent))
+        if data_dir is not None:
+            self.data_dir = Path(data_dir).resolve()
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.data_dir = Path(tempfile.mkdtemp(prefix=f"agentgit-{mode}-", dir=data_parent))
         self.log_dir = self.data_dir / "logs"
-        self.log_dir.mkdir()
+        self.log_dir.mkdir(exist_ok=True)
         self._serial = 0
         base = {key: value for key, value in os.environ.items() if key not in _SCRUBBED_ENV}
         base.update(
@@ -534,6 +544,27 @@ class Deployment:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------ the web UI
+
+
+@contextlib.contextmanager
+def web_session(base_url: str, username: str, password: str, *, timeout_s: float = 120) -> Iterator[httpx.Client]:
+    """An httpx client logged in to the web UI (the login form, its CSRF token and the session cookie)."""
+    with httpx.Client(base_url=base_url, timeout=timeout_s) as web:
+        form = web.get("/login").text
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+        if token is None:
+            raise DeploymentError("the login page has no CSRF token")
+        login = web.post(
+            "/login",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token[1]},
+            headers={"referer": f"{base_url}/login"},
+        )
+        if login.status_code != 302:
+            raise DeploymentError(f"logging in to the web UI as {username}: {login.status_code}")
+        yield web
 
 
 # ------------------------------------------------------------------------------ the API

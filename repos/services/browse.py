@@ -20,7 +20,7 @@ from engine.renames import diff_with_renames
 from engine.trees import FileChange, iter_files, lookup
 
 from ..errors import NotFound, from_engine
-from ..models import Changeset, Event, Proposal, Repository, Stream
+from ..models import Changeset, Credential, Event, Proposal, Repository, Stream
 from . import reads, repositories
 from .repositories import resolve_rev
 from .stores import store_for
@@ -112,21 +112,26 @@ def blob_reader(repository: Repository) -> Callable[[str], bytes]:
 
 
 def describe(repository: Repository, ids: Iterable[str]) -> dict[str, CommitInfo]:
-    """The commits ``ids`` described, with their provenance: one query for any number of them."""
+    """The commits ``ids`` described, with their provenance: one query for any number of them,
+    and one more for the credentials that wrote them, if any did (an import's wrote none)."""
     store = store_for(repository.name)
     wanted = list(dict.fromkeys(ids))
+    # Only what a description shows beside the commit (the rest is the commit's own), as plain
+    # values: the operation lists are up to a megabyte each, and a model instance per row was
+    # most of the query's time on a page of fifty.
     recorded = {
-        row.commit_id: row
-        # Without the operation lists: up to a megabyte each, and a description never shows them.
-        for row in Changeset.objects.filter(repository=repository, commit_id__in=wanted)
-        .defer("operations")
-        .select_related("credential__user")
+        commit_id: (provenance, credential_id)
+        for commit_id, provenance, credential_id in Changeset.objects.filter(
+            repository=repository, commit_id__in=wanted
+        ).values_list("commit_id", "provenance", "credential_id")
     }
+    used = {credential_id for _, credential_id in recorded.values() if credential_id is not None}
+    credentials = {row.pk: row for row in Credential.objects.filter(pk__in=used).select_related("user")} if used else {}
     out = {}
     for oid in wanted:
         commit = store.read_commit(oid)
-        row = recorded.get(oid)
-        credential = row.credential if row is not None else None
+        provenance, credential_id = recorded.get(oid, ({}, None))
+        credential = credentials.get(credential_id) if credential_id is not None else None
         out[oid] = CommitInfo(
             id=oid,
             parents=commit.parents,
@@ -135,7 +140,7 @@ def describe(repository: Repository, ids: Iterable[str]) -> dict[str, CommitInfo
             author_name=commit.author.name,
             author_email=commit.author.email,
             time=commit.committer.time,
-            provenance=row.provenance if row is not None and isinstance(row.provenance, dict) else {},
+            provenance=provenance if isinstance(provenance, dict) else {},
             credential=str(credential) if credential is not None else "",
             credential_user=credential.user.get_username() if credential is not None else "",
         )

@@ -293,6 +293,22 @@ def test_diff_reports_renames_with_similarity_and_a_patch(history):
     assert "-line 2\n+two\n" in diff["patch"]
 
 
+def test_a_binary_file_added_and_deleted_is_named_as_git_names_it(history):
+    api, (c1, c2, c3) = history
+    blob = api.blob(b"\x89PNG\r\n\x1a\n\x00binary")
+    added = api.commit(c3, [{"op": "write", "path": "logo.png", "blob": blob}], "logo\n")
+    deleted = api.commit(added, [{"op": "delete", "path": "logo.png"}], "no logo\n")
+
+    assert (
+        "Binary files /dev/null and b/logo.png differ\n"
+        in api.get("/diff", **{"from": c3, "to": added}).json()["patch"]
+    )
+    assert (
+        "Binary files a/logo.png and /dev/null differ\n"
+        in api.get("/diff", **{"from": added, "to": deleted}).json()["patch"]
+    )
+
+
 def test_blame_attributes_each_line(history):
     api, (c1, c2, c3) = history
 

@@ -331,3 +331,18 @@ def test_a_highlighted_diff_keeps_code_as_text_and_stops_highlighting_past_the_p
     # Compared files are remembered: the page looks the same when viewed again.
     again = reader.get(f"/repos/demo/changeset/{head}?layout=unified").content.decode()
     assert again[again.index('class="diff-files"') :] == html[html.index('class="diff-files"') :]
+
+
+def test_a_changeset_names_the_credential_that_wrote_it_and_its_user(reader, sample):
+    from repos.services.content import create_changeset
+
+    writer = CredentialFactory(name="ci-bot", user=UserFactory(username="robot-owner"))
+    oid = create_changeset(
+        sample.repository, parent=sample.hostile, operations=[{"op": "write", "path": "x.txt", "content": "x\n"}],
+        message="by the bot\n", provenance={"agent": "bot"}, credential=writer,
+    ).commit_id  # fmt: skip
+    page = reader.get(f"/repos/demo/changeset/{oid}").content.decode()
+    assert f"ci-bot ({writer.token_prefix}…) of robot-owner" in page
+    assert "Credential" not in reader.get(f"/repos/demo/changeset/{sample.hostile}").content.decode()
+    infos = describe(sample.repository, [oid, sample.hostile])
+    assert infos[oid].provenance == {"agent": "bot"} and infos[sample.hostile].credential == ""
