@@ -173,8 +173,12 @@ class TreeView(ApiView):
     )
     def get(self, request, repo, rev):
         """The entries of a directory at a revision."""
-        path = request.query_params.get("path") or ""
-        return Response({"path": path, "entries": reads.tree(repository(repo), rev, path)})
+        return Response(self.read(repo, rev, request.query_params.get("path") or ""))
+
+    @staticmethod
+    def read(repo, rev, path=""):
+        # The root, asked with no query, is answered by the hot-read lane (repos/api/hot.py).
+        return {"path": path, "entries": reads.tree(repository(repo), rev, path)}
 
 
 @extend_schema(tags=["content"])

@@ -91,6 +91,7 @@ HOT = [
     "/api/v1/repos/demo/changesets/{changeset}",
     "/api/v1/repos/demo/proposals/{proposal}",
     "/api/v1/repos/demo/operations/{operation}",
+    "/api/v1/repos/demo/tree/main",
 ]
 
 
