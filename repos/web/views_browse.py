@@ -9,6 +9,7 @@ from urllib.parse import quote
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from engine.objects import MODE_EXECUTABLE, MODE_GITLINK, MODE_SYMLINK, MODE_TREE, is_binary, path_from_bytes
@@ -93,6 +94,12 @@ def tree(request: HttpRequest, repository, rest: str = "") -> HttpResponse:
         return redirect("web:file", repository.name, f"{rev.name}/{path}")
     entries = reads.tree(repository, rev.id, path or None)
     entries.sort(key=lambda e: (e["type"] != "dir", e["name"]))
+    # Each entry's link from a prefix, encoded as reverse() encodes it: a {% url %} per entry
+    # was 40 % of the page on a root of 560 entries.
+    prefixes = {kind: reverse(f"web:{kind}", args=[repository.name, f"{rev.name}/-"])[:-1] for kind in ("tree", "file")}
+    for entry in entries:
+        kind = "tree" if entry["type"] == "dir" else "file"
+        entry["href"] = prefixes[kind] + quote(entry["path"], safe=_URL_SAFE)
     context = {
         "repository": repository,
         "rev": rev,
@@ -104,6 +111,11 @@ def tree(request: HttpRequest, repository, rest: str = "") -> HttpResponse:
         "streams": browse.streams(repository),
     }
     return render(request, "web/tree.html", context)
+
+
+#: What reverse() leaves unquoted in a URL's path (django.urls.resolvers: RFC 3986's
+#: sub-delimiters and "/~:@").
+_URL_SAFE = "!$&'()*+,;=/~:@"
 
 
 @require_safe
