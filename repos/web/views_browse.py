@@ -97,9 +97,9 @@ def tree(request: HttpRequest, repository, rest: str = "") -> HttpResponse:
     # Each entry's link from a prefix, encoded as reverse() encodes it: a {% url %} per entry
     # was 40 % of the page on a root of 560 entries.
     prefixes = {kind: reverse(f"web:{kind}", args=[repository.name, f"{rev.name}/-"])[:-1] for kind in ("tree", "file")}
-    for entry in entries:
-        kind = "tree" if entry["type"] == "dir" else "file"
-        entry["href"] = prefixes[kind] + quote(entry["path"], safe=_URL_SAFE)
+    for listed in entries:
+        kind = "tree" if listed["type"] == "dir" else "file"
+        listed["href"] = prefixes[kind] + quote(listed["path"], safe=_URL_SAFE)
     context = {
         "repository": repository,
         "rev": rev,
