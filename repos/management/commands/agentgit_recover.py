@@ -11,7 +11,7 @@ import sys
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from repos.services import integration, refmirror
+from repos.services import integration, refmirror, search
 
 
 class Command(BaseCommand):
@@ -42,7 +42,26 @@ class Command(BaseCommand):
         recovery = integration.recover(progress)
         # The ref mirror follows the database, whatever a crash left on disk.
         refs = refmirror.rebuild_all(everything=options["full_mirror"])
+        # Code search's index (derived data): what the heads hold that it lacks, a bar per stream.
+        search_bars: dict[tuple[str, str], tqdm] = {}
+
+        def search_progress(step: search.IndexProgress) -> None:
+            key = (step.repository, step.stream)
+            bar = search_bars.get(key)
+            if bar is None:
+                bar = search_bars[key] = tqdm(
+                    total=step.total,
+                    desc=f"indexing {step.repository}:{step.stream} for search",
+                    unit="blob",
+                    file=sys.stderr,
+                    disable=None,
+                )
+            bar.update(step.done - bar.n)
+            if step.done == step.total:
+                bar.close()
+
+        indexed = search.index_missing(progress=search_progress)
         self.stdout.write(
             f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived, "
-            f"{refs} mirrored ref(s) repaired"
+            f"{refs} mirrored ref(s) repaired, {indexed} blob(s) indexed for search"
         )

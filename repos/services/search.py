@@ -1,0 +1,359 @@
+"""Code search at any revision (API.md, "Search"; docs/adr/0031).
+
+:func:`search_code` answers the REST endpoint, the MCP tool and the web UI's search box alike:
+it resolves the revision, takes the revision's file list (engine.search.FileList: from this
+process's cache, from the index's saved lists, derived from the first parent's list along the
+changed paths, or by walking the tree), and runs engine.search.search with the repository's
+trigram index (engine.search_index) as the candidate source.
+
+The index is derived data kept current by :data:`INDEX_HEAD`, an after-commit job of every
+landing (repos.services.integration), which adds the blobs the new head brought and saves its
+file list; :func:`index_missing` indexes whatever a repository's heads hold that the index does
+not (``agentgit_recover`` asks for it in the background, ``manage.py agentgit_search_index``
+runs it with progress). A search never waits for the index: a blob it does not hold is read and
+checked, so an answer is exact while indexing lags.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from engine.errors import EngineError
+from engine.search import (
+    CONTENT,
+    COUNT,
+    FILES,
+    FileList,
+    Matcher,
+    PathFilter,
+    Position,
+    file_changes,
+    search,
+    search_paths,
+)
+from engine.search_index import IndexStats, SearchIndex
+
+from ..errors import Invalid, from_engine
+from ..models import Repository, Stream
+from .dispatch import Job, after_commit
+from .repositories import resolve_rev
+from .stores import repository_path, store_for
+
+logger = logging.getLogger(__name__)
+
+MODES = (CONTENT, FILES, COUNT)
+TARGETS = ("content", "paths")
+DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+MAX_CONTEXT = 100
+#: File lists kept per process (about 130 bytes a file: 13 MB for a 100 000-file revision).
+CACHED_LISTS = 8
+#: A search that read more unindexed blobs than this asks this process to index them.
+INDEX_AFTER_SCANNING = 64
+#: Blobs written to the index per transaction.
+INDEX_CHUNK = 500
+
+_indexes: dict[Path, SearchIndex] = {}
+_lists: OrderedDict[tuple[str, str], FileList] = OrderedDict()
+_lock = threading.Lock()
+
+
+def index_path(name: str) -> Path:
+    """Where the search index of repository ``name`` lives: beside its objects."""
+    return repository_path(name) / "agentgit-search.sqlite3"
+
+
+def index_for(name: str) -> SearchIndex:
+    """The repository's search index, opened once per process."""
+    path = index_path(name)
+    with _lock:
+        index = _indexes.get(path)
+        if index is None:
+            index = _indexes[path] = SearchIndex(
+                str(path), max_indexed_bytes=settings.AGENTGIT["SEARCH_INDEX_MAX_BYTES"]
+            )
+        return index
+
+
+def forget_index(name: str) -> None:
+    """Drop this process's handle on the index (after its file was removed)."""
+    with _lock:
+        index = _indexes.pop(index_path(name), None)
+        for key in [key for key in _lists if key[0] == name]:
+            del _lists[key]
+    if index is not None:
+        index.close()
+
+
+# ---------------------------------------------------------------------------- file lists
+
+
+def _remember(name: str, files: FileList) -> FileList:
+    with _lock:
+        _lists[name, files.tree] = files
+        _lists.move_to_end((name, files.tree))
+        while len(_lists) > CACHED_LISTS:
+            _lists.popitem(last=False)
+    return files
+
+
+def _known_list(name: str, tree: str) -> FileList | None:
+    with _lock:
+        found = _lists.get((name, tree))
+        if found is not None:
+            _lists.move_to_end((name, tree))
+            return found
+    loaded = index_for(name).load_list(tree)
+    return None if loaded is None else _remember(name, loaded)
+
+
+def file_list(name: str, commit: str) -> FileList:
+    """The searched files of a changeset: known, derived from its first parent's, or walked."""
+    store = store_for(name)
+    found = store.read_commit(commit)
+    known = _known_list(name, found.tree)
+    if known is not None:
+        return known
+    if found.parents:
+        parent_tree = store.read_commit(found.parents[0]).tree
+        parent = _known_list(name, parent_tree)
+        if parent is not None:
+            return _remember(name, parent.changed(found.tree, file_changes(store, parent_tree, found.tree)))
+    return _remember(name, FileList.of_tree(store, found.tree))
+
+
+# ---------------------------------------------------------------------------- indexing
+
+
+def _index_blobs(name: str, blobs: list[bytes], progress: Callable[[int, int], None] | None = None) -> int:
+    index = index_for(name)
+    store = store_for(name)
+    missing = index.missing(blobs)
+    added = 0
+    for start in range(0, len(missing), INDEX_CHUNK):
+        chunk = missing[start : start + INDEX_CHUNK]
+        added += index.add((blob, store.read_blob(blob.hex())) for blob in chunk)
+        if progress is not None:
+            progress(start + len(chunk), len(missing))
+    return added
+
+
+def index_head(name: str, commit: str) -> int:
+    """Index what changeset ``commit`` holds that the index does not, and save its file list
+    (the after-commit job of a landing). Answers how many blobs were added."""
+    files = file_list(name, commit)
+    added = _index_blobs(name, files.blobs)
+    index_for(name).save_list(files)
+    return added
+
+
+#: After a landing commits: index its new head (detached: never holds the landing's answer).
+INDEX_HEAD = Job("workers.tasks.index_search", index_head, detached=True)
+
+
+def after_landing(repository: Repository, head: str) -> None:
+    """Index ``head`` once the current transaction commits."""
+    after_commit(INDEX_HEAD, repository.name, head)
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    repository: str
+    stream: str
+    done: int
+    total: int
+
+
+def index_missing(names: list[str] | None = None, progress: Callable[[IndexProgress], None] | None = None) -> int:
+    """Index every stream head of the repositories ``names`` (all by default): the blobs the
+    index does not hold. Answers how many blobs were added."""
+    added = 0
+    repositories = Repository.objects.order_by("name")
+    if names is not None:
+        repositories = repositories.filter(name__in=names)
+    for repository in repositories:
+        streams = Stream.objects.filter(repository=repository, head__isnull=False).order_by("-updated")
+        for stream_name, head in streams.values_list("name", "head"):
+            files = file_list(repository.name, str(head))
+
+            def report(done: int, total: int, stream_name: str = stream_name, repo: str = repository.name) -> None:
+                if progress is not None:
+                    progress(IndexProgress(repo, stream_name, done, total))
+
+            added += _index_blobs(repository.name, files.blobs, report)
+            index_for(repository.name).save_list(files)
+        if added:
+            index_for(repository.name).optimize()
+    return added
+
+
+#: Recovery's request: index what is missing, in the background.
+INDEX_MISSING = Job("workers.tasks.index_search_missing", index_missing, detached=True)
+
+
+def index_missing_later() -> None:
+    """Ask for :func:`index_missing` off this thread (a worker, or a thread of this process)."""
+    after_commit(INDEX_MISSING)
+
+
+_scanning: set[tuple[str, str]] = set()
+
+
+def _index_scanned(name: str, commit: str) -> None:
+    """A search read many blobs the index lacks (a node that did not see the landings, an
+    index being rebuilt): index that revision on a thread of this process, once at a time."""
+    key = (name, commit)
+    with _lock:
+        if key in _scanning:
+            return
+        _scanning.add(key)
+
+    def run() -> None:
+        try:
+            index_head(name, commit)
+        except Exception:  # derived data: the next search or recovery tries again
+            logger.exception("indexing %s at %s for search failed", name, commit)
+        finally:
+            with _lock:
+                _scanning.discard(key)
+
+    threading.Thread(target=run, name="search-index", daemon=True).start()
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What admin shows of a repository's index."""
+
+    stats: IndexStats
+    #: Blobs at the default stream's head that the index does not hold (None: no head).
+    missing_at_default: int | None
+    files_at_default: int | None
+
+
+def index_state(repository: Repository) -> IndexState:
+    index = index_for(repository.name)
+    stream = Stream.objects.filter(repository=repository, name=repository.default_stream).first()
+    missing = files = None
+    if stream is not None and stream.head:
+        listed = file_list(repository.name, stream.head)
+        files = len(listed)
+        missing = len(index.missing(listed.blobs))
+    return IndexState(index.stats(), missing, files)
+
+
+# ---------------------------------------------------------------------------- searching
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a page starts: the changeset searched and the position in it."""
+
+    commit: str
+    path: str | None = None
+    line: int = 0
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def search_code(
+    repository: Repository,
+    q: str,
+    *,
+    rev: str | None = None,
+    fixed: bool = False,
+    ignore_case: bool = False,
+    word: bool = False,
+    paths: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
+    context: int = 0,
+    mode: str = CONTENT,
+    target: str = "content",
+    limit: int = DEFAULT_LIMIT,
+    cursor: Cursor | None = None,
+    timeout_s: float | None = None,
+) -> tuple[dict, Cursor | None]:
+    """The answer of API.md's search, and the cursor of the next page (None when complete)."""
+    if mode not in MODES:
+        raise Invalid(f"?mode= is one of {', '.join(MODES)}, not {mode!r}")
+    if target not in TARGETS:
+        raise Invalid(f"?target= is one of {', '.join(TARGETS)}, not {target!r}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise Invalid(f"?limit= is between 1 and {MAX_LIMIT}, not {limit}")
+    if not 0 <= context <= MAX_CONTEXT:
+        raise Invalid(f"?context= is between 0 and {MAX_CONTEXT}, not {context}")
+    try:
+        matcher = Matcher(q, fixed=fixed, ignore_case=ignore_case, word=word)
+    except EngineError as error:
+        raise from_engine(error) from None
+    commit = cursor.commit if cursor is not None else resolve_rev(repository, rev or repository.default_stream)
+    try:
+        files = file_list(repository.name, commit)
+    except EngineError as error:
+        raise from_engine(error) from None
+    filters = PathFilter(tuple(paths), tuple(exclude))
+    if target == "paths":
+        found = search_paths(files, matcher, limit=limit, paths=filters, after=cursor.path if cursor else None)
+        page = [{"path": hit.path} for hit in found.files]
+        resume = Cursor(commit, found.resume.path) if found.resume is not None else None
+        return {"rev": commit, "files": page, "truncated": found.truncated}, resume
+    timeout = settings.AGENTGIT["SEARCH_TIMEOUT_S"] if timeout_s is None else timeout_s
+    index = index_for(repository.name)
+    store = store_for(repository.name)
+    read = _counting_reader(store.read_blob, index.refresh())
+    result = search(
+        files,
+        matcher,
+        read,
+        index,
+        mode=mode,
+        limit=limit,
+        context=context,
+        paths=filters,
+        start=Position(cursor.path, cursor.line) if cursor is not None else Position(),
+        deadline=time.monotonic() + timeout,
+    )
+    if read.unindexed > INDEX_AFTER_SCANNING:
+        _index_scanned(repository.name, commit)
+    resume = None
+    if result.resume is not None:
+        resume = Cursor(commit, result.resume.path, result.resume.line)
+    if mode == COUNT:
+        return {"rev": commit, "count": result.count, "truncated": result.timed_out}, None
+    if mode == FILES:
+        listed = [
+            {"path": hit.path, "matches": hit.count, **({"binary": True} if hit.binary else {})} for hit in result.files
+        ]
+        return {"rev": commit, "files": listed, "truncated": result.truncated}, resume
+    matches: list[dict] = []
+    for hit in result.files:
+        if hit.binary:
+            matches.append({"path": hit.path, "binary": True})
+            continue
+        for line in hit.lines:
+            match: dict = {"path": hit.path, "line": line.line, "column": line.column, "text": _text(line.text)}
+            if context:
+                match["before"] = [_text(text) for text in line.before]
+                match["after"] = [_text(text) for text in line.after]
+            matches.append(match)
+    return {"rev": commit, "matches": matches, "truncated": result.truncated}, resume
+
+
+class _counting_reader:  # noqa: N801 (a callable, used as a function)
+    """``read(blob id)`` through the store, counting the blobs the index does not hold."""
+
+    def __init__(self, read_blob: Callable[[str], bytes], known: dict[bytes, int]) -> None:
+        self.read_blob, self.known, self.unindexed = read_blob, known, 0
+
+    def __call__(self, blob: bytes) -> bytes:
+        if blob not in self.known:
+            self.unindexed += 1
+        return self.read_blob(blob.hex())
