@@ -144,7 +144,8 @@ class Matcher:
         while pos < size:
             if self._buffer is not None:
                 found = self._buffer.search(data, pos)
-                if found is None or found.start() >= size:
+                # An empty match at the very end is the last line's, unless a newline ends it.
+                if found is None or found.start() > size or (found.start() == size and data.endswith(b"\n")):
                     return
                 start = data.rfind(b"\n", 0, found.start()) + 1
             else:
