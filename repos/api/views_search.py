@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
 from ..errors import Invalid
+from ..models import Repository
 from ..services import search
+from ..services.repositories import resolve_rev
 from . import cursors, schema
 from . import serializers as s
 from .base import ApiView, query_number, repository, required_query
@@ -81,27 +85,32 @@ class SearchView(ApiView):
     def get(self, request, repo):
         """Lines, files or a count of what matches, at any revision; exact, a page at a time."""
         params = request.query_params
-        found = repository(repo)
-        raw_cursor = params.get("cursor")
-        cursor = None
-        if raw_cursor:
-            commit, path, line = cursors.decode_search(raw_cursor)
-            cursor = search.Cursor(search.resolve_rev(found, commit), path, line)
-        answer, resume = search.search_code(
-            found,
-            required_query(request, "q"),
-            rev=params.get("rev") or None,
-            fixed=flag(request, "fixed"),
-            ignore_case=flag(request, "ignore_case"),
-            word=flag(request, "word"),
-            paths=tuple(params.getlist("path")),
-            exclude=tuple(params.getlist("exclude")),
-            context=int(query_number(request, "context", 0, low=0, high=search.MAX_CONTEXT, kind=int)),
-            mode=params.get("mode") or search.CONTENT,
-            target=params.get("target") or "content",
-            limit=int(query_number(request, "limit", search.DEFAULT_LIMIT, low=1, high=search.MAX_LIMIT, kind=int)),
-            cursor=cursor,
+        return Response(
+            answer(
+                repository(repo),
+                required_query(request, "q"),
+                cursor=params.get("cursor") or None,
+                rev=params.get("rev") or None,
+                fixed=flag(request, "fixed"),
+                ignore_case=flag(request, "ignore_case"),
+                word=flag(request, "word"),
+                paths=tuple(params.getlist("path")),
+                exclude=tuple(params.getlist("exclude")),
+                context=int(query_number(request, "context", 0, low=0, high=search.MAX_CONTEXT, kind=int)),
+                mode=params.get("mode") or search.CONTENT,
+                target=params.get("target") or "content",
+                limit=int(query_number(request, "limit", search.DEFAULT_LIMIT, low=1, high=search.MAX_LIMIT, kind=int)),
+            )
         )
-        if "count" not in answer:
-            answer["next"] = resume and cursors.encode_search(resume.commit, resume.path, resume.line)
-        return Response(answer)
+
+
+def answer(found: Repository, q: str, *, cursor: str | None = None, **options: Any) -> dict:
+    """The search's answer with its ``next`` cursor (the REST view's and the MCP tool's)."""
+    position = None
+    if cursor:
+        commit, path, line = cursors.decode_search(cursor)
+        position = search.Cursor(resolve_rev(found, commit), path, line)
+    found_answer, resume = search.search_code(found, q, cursor=position, **options)
+    if "count" not in found_answer:
+        found_answer["next"] = resume and cursors.encode_search(resume.commit, resume.path, resume.line)
+    return found_answer
