@@ -129,6 +129,18 @@ class Matcher:
             found = self._line.search(line, pos)
         return None
 
+    def spans(self, line: bytes) -> Iterator[tuple[int, int]]:
+        """Each non-empty match in a line, left to right (what a page highlights)."""
+        pos = 0
+        while pos <= len(line):
+            found = self._line.search(line, pos)
+            if found is None:
+                return
+            start, end = found.span()
+            if end > start:
+                yield int(start), int(end)
+            pos = end if end > start else start + 1
+
     def matching_lines(self, data: bytes, after_line: int = 0) -> Iterator[tuple[int, int, int, int]]:
         """``(line number, column, line start, line end)`` of each matching line after line
         ``after_line``, in order."""

@@ -198,9 +198,9 @@ def index_missing(names: list[str] | None = None, progress: Callable[[IndexProgr
 INDEX_MISSING = Job("workers.tasks.index_search_missing", index_missing, detached=True)
 
 
-def index_missing_later() -> None:
+def index_missing_later(names: list[str] | None = None) -> None:
     """Ask for :func:`index_missing` off this thread (a worker, or a thread of this process)."""
-    after_commit(INDEX_MISSING)
+    after_commit(INDEX_MISSING, names)
 
 
 _scanning: set[tuple[str, str]] = set()
@@ -357,3 +357,22 @@ class _counting_reader:  # noqa: N801 (a callable, used as a function)
         if blob not in self.known:
             self.unindexed += 1
         return self.read_blob(blob.hex())
+
+
+def highlight(q: str, text: str, *, fixed: bool = False, ignore_case: bool = False) -> list[tuple[str, bool]]:
+    """A line cut into ``(piece, matched)`` pieces, for the web UI to mark what the pattern matched."""
+    try:
+        matcher = Matcher(q, fixed=fixed, ignore_case=ignore_case)
+    except EngineError:
+        return [(text, False)]
+    data = text.encode("utf-8", "surrogateescape")
+    pieces: list[tuple[str, bool]] = []
+    done = 0
+    for start, end in matcher.spans(data):
+        if start > done:
+            pieces.append((data[done:start].decode("utf-8", "replace"), False))
+        pieces.append((data[start:end].decode("utf-8", "replace"), True))
+        done = end
+    if done < len(data):
+        pieces.append((data[done:].decode("utf-8", "replace"), False))
+    return pieces
