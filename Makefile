@@ -13,7 +13,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git chromium wrk strace
+.PHONY: serve test lint clean setup git chromium wrk strace rg
 
 # The metrics directory is emptied before the servers start (every process adds its counters
 # there). --no-access-log: the server writes its own access log, with secrets redacted
@@ -67,6 +67,11 @@ wrk:
 strace:
 	@command -v strace >/dev/null || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends strace; }
+
+# agentgit_bench search (benchmarks/search_bench.py) sets code search beside ripgrep on a checkout.
+rg:
+	@command -v rg >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ripgrep; }
 
 # The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
 # their tests (tests/client) run from the work tree.

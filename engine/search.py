@@ -154,12 +154,18 @@ class Matcher:
         # The line that starts at known_start is number known_number.
         known_start, known_number = pos, after_line + 1
         while pos < size:
+            inside = None
             if self._buffer is not None:
                 found = self._buffer.search(data, pos)
                 # An empty match at the very end is the last line's, unless a newline ends it.
                 if found is None or found.start() > size or (found.start() == size and data.endswith(b"\n")):
                     return
-                start = data.rfind(b"\n", 0, found.start()) + 1
+                hit, hit_end = found.span()
+                start = data.rfind(b"\n", 0, hit) + 1
+                # A match within one line is that line's first (the leftmost at or after its
+                # start, with ^, $ and \b seeing what they see in the line alone).
+                if not self.word and data.find(b"\n", hit, hit_end) < 0:
+                    inside = hit - start
             else:
                 start = pos
             end = data.find(b"\n", start)
@@ -167,7 +173,7 @@ class Matcher:
                 end = size
             known_number += data.count(b"\n", known_start, start)
             known_start = start
-            column = self.match_line(data[start:end])
+            column = inside if inside is not None else self.match_line(data[start:end])
             if column is not None:
                 yield known_number, column + 1, start, end
             pos = end + 1

@@ -201,4 +201,6 @@ class SearchIndex:
 
     def optimize(self) -> None:
         """Merge the FTS segments into one (after a large backfill)."""
-        self._connection().execute("INSERT INTO grams (grams) VALUES ('optimize')")
+        db = self._connection()
+        db.execute("INSERT INTO grams (grams) VALUES ('optimize')")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
