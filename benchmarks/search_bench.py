@@ -250,7 +250,7 @@ def run_search_benchmark(
             log(f"{what}: p50 {p50:.2f} ms")
 
         rng = random.Random(7)
-        literals = [(f"needle_{k}_zq", {}) for k in rng.sample(range(NEEDLES), 10)]
+        literals: list[tuple[str, dict]] = [(f"needle_{k}_zq", {}) for k in rng.sample(range(NEEDLES), 10)]
         row(
             "selective literal",
             "p50 ≤ 10, p95 ≤ 50 ms",
@@ -259,7 +259,7 @@ def run_search_benchmark(
             ["-n", "-e", "needle_17_zq"],
             ["-n", "needle_17_zq"],
         )
-        regexes = [(f"needle_{k}[0-9]_zq", {}) for k in range(1, 6)] + [
+        regexes: list[tuple[str, dict]] = [(f"needle_{k}[0-9]_zq", {}) for k in range(1, 6)] + [
             (f"(?i)NEEDLE_{k}[0-9]_ZQ", {}) for k in range(1, 6)
         ]
         row(
