@@ -52,6 +52,18 @@ def path_sort_key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
+_UNANCHORED = re2._re2.RE2.Anchor.UNANCHORED
+
+
+def _find(compiled: Any, text: bytes, pos: int = 0) -> tuple[int, int] | None:
+    """The span of the leftmost match at or after ``pos`` (the text around it is context: ``^``
+    does not match at ``pos`` unless a newline or the start is before it). RE2's own ``Match``,
+    without the Python wrapper's generator and match object: a search calls it once per
+    matching line, and the wrapper cost more than the match."""
+    span = compiled._regexp.Match(_UNANCHORED, text, pos, len(text))[0]
+    return None if span[0] < 0 else span
+
+
 def _word_byte(byte: int) -> bool:
     # git's word characters (sane_ctype): ASCII letters, digits and '_'; every other byte is not.
     return byte < 0x80 and (chr(byte).isalnum() or byte == 0x5F)
@@ -79,6 +91,7 @@ class Matcher:
         options.case_sensitive = not ignore_case
         options.literal = fixed
         options.log_errors = False
+        options.never_capture = True
         options.max_mem = RE2_MAX_MEM
         try:
             self._line = re2.compile(pattern.encode("utf-8", "surrogatepass"), options)
@@ -105,40 +118,40 @@ class Matcher:
 
     def match_line(self, line: bytes) -> int | None:
         """The byte offset of the line's first (word) match, or None."""
-        found = self._line.search(line)
+        found = _find(self._line, line)
         if found is None:
             return None
         if not self.word:
-            return int(found.start())
+            return found[0]
         # git grep -w: a match counts when no word character touches it and it is not empty;
         # otherwise try again from the next position after a non-word character.
         pos = 0
         while found is not None:
-            start, end = found.span()
+            start, end = found
             if (
                 start != end
                 and (start == 0 or not _word_byte(line[start - 1]))
                 and (end == len(line) or not _word_byte(line[end]))
             ):
-                return int(start)
+                return start
             pos = start + 1
             while pos < len(line) and _word_byte(line[pos - 1]):
                 pos += 1
             if pos >= len(line):
                 return None
-            found = self._line.search(line, pos)
+            found = _find(self._line, line, pos)
         return None
 
     def spans(self, line: bytes) -> Iterator[tuple[int, int]]:
         """Each non-empty match in a line, left to right (what a page highlights)."""
         pos = 0
         while pos <= len(line):
-            found = self._line.search(line, pos)
+            found = _find(self._line, line, pos)
             if found is None:
                 return
-            start, end = found.span()
+            start, end = found
             if end > start:
-                yield int(start), int(end)
+                yield start, end
             pos = end if end > start else start + 1
 
     def matching_lines(self, data: bytes, after_line: int = 0) -> Iterator[tuple[int, int, int, int]]:
@@ -156,11 +169,11 @@ class Matcher:
         while pos < size:
             inside = None
             if self._buffer is not None:
-                found = self._buffer.search(data, pos)
+                found = _find(self._buffer, data, pos)
                 # An empty match at the very end is the last line's, unless a newline ends it.
-                if found is None or found.start() > size or (found.start() == size and data.endswith(b"\n")):
+                if found is None or found[0] > size or (found[0] == size and data.endswith(b"\n")):
                     return
-                hit, hit_end = found.span()
+                hit, hit_end = found
                 start = data.rfind(b"\n", 0, hit) + 1
                 # A match within one line is that line's first (the leftmost at or after its
                 # start, with ^, $ and \b seeing what they see in the line alone).
