@@ -389,8 +389,14 @@ def _exactness(
         def candidates(self, query, blobs):
             return lambda _blob: True
 
+    # Each blob read once: the scans read every file of five revisions per pattern.
+    contents: dict[bytes, bytes] = {}
+
     def read(blob: bytes) -> bytes:
-        return store.read_blob(blob.hex())
+        found = contents.get(blob)
+        if found is None:
+            found = contents[blob] = store.read_blob(blob.hex())
+        return found
 
     checked = 0
     for number, pattern in enumerate(generated_patterns(count, 37)):

@@ -8,10 +8,12 @@ answers are checked against what the files hold, through the API as an agent cal
 from __future__ import annotations
 
 import base64
+import io
 import subprocess
 import time
 
 import pytest
+from django.core.management import call_command
 
 from repos.services import search as search_service
 from tests.api.conftest import Api, client_with
@@ -213,6 +215,7 @@ def test_a_credential_held_to_other_repositories_finds_nothing_here(repo, admin)
 def test_the_index_is_derived_data_a_search_does_not_need(repo):
     """Removed from under the server: the answer is the same, read from the blobs."""
     indexed = find(repo, "hello", ignore_case="1")
+    wait_until_indexed(repo)
     path = search_service.index_path("demo")
     search_service.forget_index("demo")
     path.unlink()
@@ -222,15 +225,33 @@ def test_the_index_is_derived_data_a_search_does_not_need(repo):
     assert find(repo, "hello", ignore_case="1") == indexed
 
 
-def test_the_landing_indexed_its_blobs(repo):
-    """Off the landing's answer (a detached job): within a second here."""
+def wait_until_indexed(repo) -> list:
+    """The blobs at the head the index still lacks, once the landing's job (a thread) is done."""
     index = search_service.index_for("demo")
     listed = search_service.file_list("demo", repo.head())
-
     deadline = time.monotonic() + 5
     while index.missing(listed.blobs) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert index.missing(listed.blobs) == []
+    return index.missing(listed.blobs)
+
+
+def test_agentgit_recover_indexes_what_the_index_lacks(repo):
+    assert wait_until_indexed(repo) == []
+    search_service.forget_index("demo")
+    search_service.index_path("demo").unlink()
+    out = io.StringIO()
+
+    call_command("agentgit_recover", stdout=out, stderr=io.StringIO())
+
+    assert f"{len(FILES)} blob(s) indexed for search" in out.getvalue()
+    listed = search_service.file_list("demo", repo.head())
+    assert search_service.index_for("demo").missing(listed.blobs) == []
+
+
+def test_the_landing_indexed_its_blobs(repo):
+    """Off the landing's answer (a detached job): within a second here."""
+    assert wait_until_indexed(repo) == []
+    index = search_service.index_for("demo")
     assert index.load_list(search_service.store_for("demo").read_commit(repo.head()).tree) is not None
 
 

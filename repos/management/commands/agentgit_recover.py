@@ -1,4 +1,5 @@
-"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data, the ref mirror.
+"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data, code search's
+index, the ref mirror.
 
 Celery workers do this at start and on the beat schedule; the embedded default has no worker,
 so ``make serve`` runs this before the server starts. Safe to run at any time, any number of
@@ -63,5 +64,5 @@ class Command(BaseCommand):
         indexed = search.index_missing(progress=search_progress)
         self.stdout.write(
             f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived, "
-            f"{refs} mirrored ref(s) repaired, {indexed} blob(s) indexed for search"
+            f"{indexed} blob(s) indexed for search, {refs} mirrored ref(s) repaired"
         )
