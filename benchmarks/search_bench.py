@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import re2  # type: ignore[import-untyped]
+
 from engine.search import COUNT, FILES, FileList, Matcher, file_changes, search
 from engine.search_index import SearchIndex
 from engine.store import DiskStore
@@ -70,6 +72,8 @@ class SearchRun:
     rows: list[Row] = field(default_factory=list)
     figures: dict[str, float] = field(default_factory=dict)
     differences: list[str] = field(default_factory=list)
+    #: The real repository measured (None: the generated corpus).
+    source: str | None = None
 
 
 def _words(rng: random.Random, count: int) -> list[str]:
@@ -169,21 +173,82 @@ def _rg_ms(checkout: Path, *args: str) -> float | None:
     return _timed(lambda: subprocess.run(["rg", "--no-config", *args, str(checkout)], capture_output=True))
 
 
+@dataclass
+class Workload:
+    """What the rows search for: chosen from the corpus."""
+
+    literals: list[str]
+    regexes: list[str]
+    common: str
+    count_term: str
+    words: list[str]
+
+
+def _generated_workload(rng: random.Random) -> Workload:
+    needles = rng.sample(range(NEEDLES), 10)
+    return Workload(
+        [f"needle_{k}_zq" for k in needles],
+        [f"needle_{k}[0-9]_zq" for k in range(1, 6)] + [f"(?i)NEEDLE_{k}[0-9]_ZQ" for k in range(1, 6)],
+        "return",
+        "self",
+        _words(random.Random(37), 3000),
+    )
+
+
+def _real_workload(store: DiskStore, files: FileList, rng: random.Random) -> Workload:
+    """Identifiers of a real repository: rare ones for the selective rows, the commonest for the
+    others (from a sample of its files)."""
+    counts: dict[str, int] = {}
+    for blob in rng.sample(files.blobs, min(400, len(files.blobs))):
+        for word in set(_IDENTIFIER.findall(store.read_blob(blob.hex()))):
+            counts[word.decode()] = counts.get(word.decode(), 0) + 1
+    rare = sorted(word for word, seen in counts.items() if seen == 1 and len(word) >= 10)
+    literals = rng.sample(rare, 10)
+    regexes = [re2.escape(word[:7]) + "[A-Za-z0-9_]+" for word in literals[:5]]
+    regexes += ["(?i)" + re2.escape(word.upper()) for word in literals[5:]]
+    common = sorted(counts, key=lambda word: -counts[word])
+    return Workload(literals, regexes, common[0], common[1], sorted(counts))
+
+
+_IDENTIFIER = re2.compile(rb"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+def _real_revisions(git_dir: Path) -> dict[str, str]:
+    """The default branch's head and first-parent ancestors 50, 200, 1 000 and 5 000 back."""
+    line = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-list", "--first-parent", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    picked = [line[min(back, len(line) - 1)] for back in (0, 50, 200, 1000, 5000)]
+    return {f"r{number}": commit for number, commit in enumerate(dict.fromkeys(picked))}
+
+
 def run_search_benchmark(
     files: int = DEFAULT_FILES,
     landings: int = DEFAULT_LANDINGS,
     streams: int = DEFAULT_STREAMS,
     patterns: int = DEFAULT_PATTERNS,
     log: Callable[[str], None] = lambda _text: None,
+    source: str | None = None,
 ) -> SearchRun:
-    run = SearchRun(files, landings, streams)
+    """The benchmark on a generated corpus, or on a copy of the repository at ``source``."""
+    run = SearchRun(files, landings, streams, source=source)
     with tempfile.TemporaryDirectory(prefix="agentgit-search-") as scratch:
         root = Path(scratch)
         git_dir = root / "repo.git"
-        log(f"generating {files} files, {landings} landings on {streams} streams")
-        heads = build_corpus(git_dir, files, landings, streams)
+        rng = random.Random(7)
+        if source is None:
+            log(f"generating {files} files, {landings} landings on {streams} streams")
+            heads = build_corpus(git_dir, files, landings, streams)
+            revisions = [heads["import"]] + [heads[name] for name in sorted(heads) if name != "import"][:4]
+        else:
+            log(f"copying {source}")
+            subprocess.run(["git", "clone", "--quiet", "--bare", "--local", source, str(git_dir)], check=True)
+            heads = _real_revisions(git_dir)
+            revisions = list(heads.values())
         store = DiskStore(git_dir)
-        revisions = [heads["import"]] + [heads[name] for name in sorted(heads) if name != "import"][:4]
         trees = [store.read_commit(commit).tree for commit in revisions]
 
         log("first full index")
@@ -191,6 +256,7 @@ def run_search_benchmark(
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start = time.perf_counter()
         lists = [FileList.of_tree(store, tree) for tree in trees]
+        run.files = len(lists[0])
         for name in sorted(heads):
             listed = FileList.of_tree(store, store.read_commit(heads[name]).tree)
             for offset in range(0, len(missing := index.missing(listed.blobs)), 500):
@@ -204,6 +270,7 @@ def run_search_benchmark(
         run.figures["unique_blob_mb"] = stats.blob_bytes / 1e6
         run.figures["index_mb"] = stats.file_bytes / 1e6
         run.figures["index_share_of_blobs"] = stats.file_bytes / max(stats.blob_bytes, 1)
+        work = _generated_workload(rng) if source is None else _real_workload(store, lists[0], rng)
 
         def read(blob: bytes) -> bytes:
             return store.read_blob(blob.hex())
@@ -249,34 +316,30 @@ def run_search_benchmark(
             )
             log(f"{what}: p50 {p50:.2f} ms")
 
-        rng = random.Random(7)
-        literals: list[tuple[str, dict]] = [(f"needle_{k}_zq", {}) for k in rng.sample(range(NEEDLES), 10)]
+        literal, regex = work.literals[0], work.regexes[0]
         row(
             "selective literal",
             "p50 ≤ 10, p95 ≤ 50 ms",
-            literals,
+            [(word, {}) for word in work.literals],
             (10, 50),
-            ["-n", "-e", "needle_17_zq"],
-            ["-n", "needle_17_zq"],
+            ["-n", "-e", literal],
+            ["-n", literal],
         )
-        regexes: list[tuple[str, dict]] = [(f"needle_{k}[0-9]_zq", {}) for k in range(1, 6)] + [
-            (f"(?i)NEEDLE_{k}[0-9]_ZQ", {}) for k in range(1, 6)
-        ]
         row(
             "selective regex (half with (?i))",
             "p50 ≤ 50, p95 ≤ 150 ms",
-            regexes,
+            [(pattern, {}) for pattern in work.regexes],
             (50, 150),
-            ["-n", "-i", "-e", "needle_1[0-9]_zq"],
-            ["-n", "-i", "needle_1[0-9]_zq"],
+            ["-n", "-e", regex],
+            ["-n", regex],
         )
         row(
             "term in most files, limit=100",
             "≤ 50 ms",
-            [("return", {"limit": 100})],
+            [(work.common, {"limit": 100})],
             (50, 50),
-            ["-n", "-e", "return"],
-            ["-n", "return"],
+            ["-n", "-e", work.common],
+            ["-n", work.common],
         )
         row(
             "no usable trigram",
@@ -289,10 +352,10 @@ def run_search_benchmark(
         row(
             "mode=count over everything",
             "not slower than rg",
-            [("self", {"mode": COUNT})],
+            [(work.count_term, {"mode": COUNT})],
             None,
-            ["-c", "-e", "self"],
-            ["-c", "self"],
+            ["-c", "-e", work.count_term],
+            ["-c", work.count_term],
         )
 
         log("a three-file landing")
@@ -323,13 +386,13 @@ def run_search_benchmark(
         run.figures["index_3_file_landing_p50_ms"] = statistics.median(landing_ms)
 
         log("8 concurrent searches")
-        single = [ours(r % len(revisions), f"needle_{k}_zq") for k, r in zip(range(40), range(40))]
+        single = [ours(k % len(revisions), work.literals[k % len(work.literals)]) for k in range(40)]
         concurrent: list[float] = []
         lock = threading.Lock()
 
         def worker(offset: int) -> None:
             for k in range(10):
-                took = ours((offset + k) % len(revisions), f"needle_{(offset * 10 + k) % NEEDLES}_zq")
+                took = ours((offset + k) % len(revisions), work.literals[(offset + k) % len(work.literals)])
                 with lock:
                     concurrent.append(took)
 
@@ -342,7 +405,7 @@ def run_search_benchmark(
         run.figures["concurrent_8_p95_ms"] = _percentile(concurrent, 0.95)
 
         log(f"exactness: {patterns} patterns at {len(revisions)} revisions")
-        _exactness(run, store, index, lists, git_dir, trees, patterns)
+        _exactness(run, store, index, lists, git_dir, trees, generated_patterns(patterns, 37, work.words))
     return run
 
 
@@ -355,9 +418,9 @@ def _landing_stream(base: str, paths: list[str], k: int) -> bytes:
     return b"".join(parts)
 
 
-def generated_patterns(count: int, seed: int) -> list[str]:
+def generated_patterns(count: int, seed: int, words: list[str]) -> list[str]:
+    """Literals, (?i), anchors, classes, alternation, word boundaries and repetition over ``words``."""
     rng = random.Random(seed)
-    words = _words(random.Random(37), 3000)
     shapes = [
         lambda w, v: w,
         lambda w, v: f"(?i){w.upper()}",
@@ -381,7 +444,7 @@ def _exactness(
     lists: list[FileList],
     git_dir: Path,
     trees: list[str],
-    count: int,
+    patterns: list[str],
 ) -> None:
     """Each pattern's per-file counts with the index equal those of reading every file."""
 
@@ -399,7 +462,7 @@ def _exactness(
         return found
 
     checked = 0
-    for number, pattern in enumerate(generated_patterns(count, 37)):
+    for number, pattern in enumerate(patterns):
         matcher = Matcher(pattern)
         for revision, files in enumerate(lists):
             indexed = search(files, matcher, read, index, mode=FILES, limit=10**7)
@@ -488,7 +551,11 @@ def format_search(run: SearchRun) -> str:
             _yes(not run.differences),
         ],
     ]
-    title = f"search: {run.files} files ({run.corpus_bytes / 1e6:.0f} MB of unique blobs), {run.landings} landings on {run.streams} streams\n"
+    if run.source:
+        corpus = f"{run.source}: {run.files} files at the newest of five revisions"
+    else:
+        corpus = f"{run.files} files, {run.landings} landings on {run.streams} streams"
+    title = f"search: {corpus} ({run.corpus_bytes / 1e6:.0f} MB of unique blobs)\n"
     return title + "\n".join(text_table(rows)) + "\n"
 
 

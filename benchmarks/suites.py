@@ -680,11 +680,16 @@ def _search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--patterns", type=positive, default=search_bench.DEFAULT_PATTERNS, help="exactness: generated patterns"
     )
+    parser.add_argument(
+        "--repo",
+        help="a real repository (a git directory, copied first) instead of the generated corpus, e.g. "
+        "/work/.mirror/git+git/repo; --files, --landings and --streams do not apply",
+    )
 
 
 def _search_run(options: dict[str, Any], log: Log) -> Results:
     run = search_bench.run_search_benchmark(
-        options["files"], options["landings"], options["streams"], options["patterns"], log=log
+        options["files"], options["landings"], options["streams"], options["patterns"], log=log, source=options["repo"]
     )
     table = search_bench.format_search(run)
     failures = "\n".join(run.differences)
