@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
+import itertools
+import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -445,46 +449,84 @@ def search(
     if start.line and start.path is not None and first and files.paths[first - 1] == start.path:
         first, after_first = first - 1, start.line
     may_match = source.candidates(matcher.query, files.blobs)
-    out: list[FileResult] = []
-    taken = total = 0
-    for index in range(first, len(files)):
-        path = files.paths[index]
-        if paths and not paths(path):
-            continue
-        blob = files.blobs[index]
-        if not may_match(blob):
-            continue
+    todo = (
+        index
+        for index in range(first, len(files))
+        if (not paths or paths(files.paths[index])) and may_match(files.blobs[index])
+    )
+
+    def check(index: int) -> tuple[bool, int, list[LineMatch]]:
+        """(binary, matching lines, the lines in content mode) of file ``index``."""
+        data = read_blob(files.blobs[index])
         after_line = after_first if index == first else 0
-        if deadline is not None and clock() > deadline:
-            return Result(out, True, _resume_at(files, index, after_line), total, timed_out=True)
-        data = read_blob(blob)
         if mode == COUNT:
-            total += matcher.count(data)
-            continue
+            return False, matcher.count(data), []
         binary = is_binary(data)
         if mode == FILES or binary:
-            # One entry per file: a page never ends inside one.
-            count = 0 if after_line else matcher.count(data)
-            if not count:
+            return binary, 0 if after_line else matcher.count(data), []
+        found = matcher.grep(data, context=context, after_line=after_line, limit=limit + 1)
+        return False, len(found), found
+
+    out: list[FileResult] = []
+    taken = total = 0
+    for chunk in _chunks(todo):
+        if deadline is not None and clock() > deadline:
+            return Result(
+                out, True, _resume_at(files, chunk[0], after_first if chunk[0] == first else 0), total, timed_out=True
+            )
+        checked = _pool().map(check, chunk) if len(chunk) >= PARALLEL_FROM else map(check, chunk)
+        for index, (binary, count, found) in zip(chunk, checked):
+            path = files.paths[index]
+            after_line = after_first if index == first else 0
+            if mode == COUNT:
+                total += count
                 continue
-            if taken >= limit:
-                return Result(out, True, _resume_at(files, index), total)
-            out.append(FileResult(path, binary, count=count))
-            taken += 1
-            continue
-        room = limit - taken
-        found = matcher.grep(data, context=context, after_line=after_line, limit=room + 1)
-        if not found:
-            continue
-        if room <= 0:
-            return Result(out, True, _resume_at(files, index, after_line), total)
-        if len(found) > room:
-            kept = found[:room]
-            out.append(FileResult(path, lines=kept, count=len(kept)))
-            return Result(out, True, Position(path, kept[-1].line), total)
-        out.append(FileResult(path, lines=found, count=len(found)))
-        taken += len(found)
+            if mode == FILES or binary:
+                # One entry per file: a page never ends inside one.
+                if not count:
+                    continue
+                if taken >= limit:
+                    return Result(out, True, _resume_at(files, index), total)
+                out.append(FileResult(path, binary, count=count))
+                taken += 1
+                continue
+            if not found:
+                continue
+            room = limit - taken
+            if room <= 0:
+                return Result(out, True, _resume_at(files, index, after_line), total)
+            if len(found) > room:
+                kept = found[:room]
+                out.append(FileResult(path, lines=kept, count=len(kept)))
+                return Result(out, True, Position(path, kept[-1].line), total)
+            out.append(FileResult(path, lines=found, count=len(found)))
+            taken += len(found)
     return Result(out, False, None, total)
+
+
+#: Candidate files are checked a chunk at a time, the chunks doubling from one file to
+#: MAX_CHUNK: a selective search checks its few files at once, a scan of many on several threads
+#: (RE2 and the inflating of blobs release the GIL), and a page that fills early reads little more.
+MAX_CHUNK = 64
+PARALLEL_FROM = 8
+SEARCH_THREADS = max(1, min(4, os.cpu_count() or 1))
+_threads: ThreadPoolExecutor | None = None
+_threads_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _threads
+    with _threads_lock:
+        if _threads is None:
+            _threads = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="search")
+        return _threads
+
+
+def _chunks(indexes: Iterator[int]) -> Iterator[list[int]]:
+    size = 1
+    while chunk := list(itertools.islice(indexes, size)):
+        yield chunk
+        size = min(size * 2, MAX_CHUNK)
 
 
 def _resume_at(files: FileList, index: int, after_line: int = 0) -> Position:
