@@ -449,8 +449,8 @@ def _exactness(
     """Each pattern's per-file counts with the index equal those of reading every file."""
 
     class Everything:
-        def candidates(self, query, blobs):
-            return lambda _blob: True
+        def candidates(self, query, files):
+            return None
 
     # Each blob read once: the scans read every file of five revisions per pattern.
     contents: dict[bytes, bytes] = {}

@@ -278,11 +278,24 @@ class FileList:
     """A revision's searched files in git's path order: ``paths[i]`` holds blob ``blobs[i]``
     (20 raw bytes)."""
 
-    __slots__ = ("tree", "paths", "blobs", "_keys")
+    __slots__ = ("tree", "paths", "blobs", "_keys", "_where", "unindexed")
 
     def __init__(self, tree: str, paths: list[str], blobs: list[bytes]) -> None:
         self.tree, self.paths, self.blobs = tree, paths, blobs
         self._keys: list[bytes] | None = None
+        self._where: dict[bytes, list[int]] | None = None
+        #: A candidate source's note of the files it does not cover: (its version, their indexes).
+        self.unindexed: tuple[object, list[int]] | None = None
+
+    def positions(self, blobs: Iterable[bytes]) -> list[int]:
+        """The indexes of the files holding any of ``blobs``, in order."""
+        if self._where is None:
+            where: dict[bytes, list[int]] = {}
+            for index, blob in enumerate(self.blobs):
+                where.setdefault(blob, []).append(index)
+            self._where = where
+        found = self._where
+        return sorted(index for blob in blobs for index in found.get(blob, ()))
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -389,10 +402,11 @@ def file_changes(store: TreeReader, old: ObjectId, new: ObjectId) -> list[tuple[
 
 
 class CandidateSource(Protocol):
-    """Which blobs can match: the index's answer, plus everything it does not cover."""
+    """Which files can match: the index's answer, plus every file it does not cover."""
 
-    def candidates(self, query: Query, blobs: Sequence[bytes]) -> Callable[[bytes], bool]:
-        """A test, for each of ``blobs``, of whether it may match ``query``."""
+    def candidates(self, query: Query, files: FileList) -> Sequence[int] | None:
+        """The indexes of the files of ``files`` that may match ``query``, in order; None for
+        every file."""
         ...
 
 
@@ -448,12 +462,9 @@ def search(
     first, after_first = files.start_after(start.path), 0
     if start.line and start.path is not None and first and files.paths[first - 1] == start.path:
         first, after_first = first - 1, start.line
-    may_match = source.candidates(matcher.query, files.blobs)
-    todo = (
-        index
-        for index in range(first, len(files))
-        if (not paths or paths(files.paths[index])) and may_match(files.blobs[index])
-    )
+    positions = source.candidates(matcher.query, files)
+    order = range(first, len(files)) if positions is None else positions[bisect.bisect_left(positions, first) :]
+    todo = (index for index in order if not paths or paths(files.paths[index]))
 
     def check(index: int) -> tuple[bool, int, list[LineMatch]]:
         """(binary, matching lines, the lines in content mode) of file ``index``."""

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .search import FileList
@@ -75,6 +75,9 @@ class SearchIndex:
         self._lock = threading.Lock()
         #: blob id -> number, for every row seen; rows are only ever added.
         self._known: dict[bytes, int] = {}
+        self._oids: dict[int, bytes] = {}
+        #: Tells this index's notes on file lists from another's (engine.search.FileList.unindexed).
+        self._token = object()
         self._large: set[int] = set()
         self._seen = 0
         with self._connection() as db:
@@ -111,6 +114,7 @@ class SearchIndex:
             with self._lock:
                 for num, oid, kind in rows:
                     self._known[bytes(oid)] = num
+                    self._oids[num] = bytes(oid)
                     if kind == TOO_LARGE:
                         self._large.add(num)
                 self._seen = max(self._seen, rows[-1][0])
@@ -125,13 +129,27 @@ class SearchIndex:
         rows = self._connection().execute("SELECT rowid FROM grams WHERE grams MATCH ?", (fts_query(query),))
         return {row[0] for row in rows}
 
-    def candidates(self, query: Query, blobs: Sequence[bytes]) -> Callable[[bytes], bool]:
-        """engine.search.CandidateSource: a blob may match unless the index holds it and says no."""
+    def candidates(self, query: Query, files: FileList) -> list[int] | None:
+        """engine.search.CandidateSource: the files whose blob the index holds and says may
+        match, and every file whose blob it does not hold (or holds as too large to index)."""
         known = self.refresh()
         if query.op not in (AND_OP, OR_OP, NONE_OP):
-            return lambda _blob: True
-        matched = self.matching(query) | self._large
-        return lambda blob: (num := known.get(blob)) is None or num in matched
+            return None
+        # The files it does not hold first: a blob indexed meanwhile (by another thread or
+        # process) is then among them, and a row number this process has not read yet is skipped.
+        unindexed = self._unindexed(files, known)
+        nums = self.matching(query) | self._large
+        with self._lock:
+            matched = {self._oids[num] for num in nums if num in self._oids}
+        return sorted(set(files.positions(matched)).union(unindexed))
+
+    def _unindexed(self, files: FileList, known: dict[bytes, int]) -> list[int]:
+        """The files whose blob the index does not hold, noted on the list until rows are added."""
+        version = (self._token, self._seen)
+        noted = files.unindexed
+        if noted is None or noted[0] != version:
+            noted = files.unindexed = (version, [i for i, blob in enumerate(files.blobs) if blob not in known])
+        return noted[1]
 
     def missing(self, blobs: Iterable[bytes]) -> list[bytes]:
         """Those of ``blobs`` the index does not hold, each once, in order."""
