@@ -10,10 +10,11 @@ The pieces, each usable alone:
   :attr:`Matcher.query` (engine.trigrams) selects the candidates.
 * :class:`FileList` — a revision's regular files (symbolic links and submodules are not searched,
   as in git grep), in git's path order, each with its blob id.
-* :func:`search` — walks a file list in order from a :class:`Position`, asks a
-  :class:`CandidateSource` which blobs can match (the trigram index, plus every blob it does not
-  cover), checks those with the matcher, and stops at a limit or a deadline. It answers a
-  :class:`Result` whose ``resume`` position is where the next page starts.
+* :func:`search` — asks a :class:`CandidateSource` which files of a list can match (the trigram
+  index's answer, plus every file whose blob it does not cover), checks those in order from a
+  :class:`Position` with the matcher (a doubling chunk at a time, on threads once a chunk is
+  large), and stops at a limit or a deadline. It answers a :class:`Result` whose ``resume``
+  position is where the next page starts.
 
 RE2 runs in time linear in the text, so no pattern can hang a search; a deadline bounds the
 number of files a search reads.
@@ -37,7 +38,7 @@ import re2  # type: ignore[import-untyped]
 
 from .errors import InvalidInput
 from .objects import MODE_TREE, ObjectId, is_binary
-from .trigrams import ALL_OP, Query, plan
+from .trigrams import Query, plan
 
 #: Modes git grep reads at a tree: regular files (symbolic links and gitlinks are skipped).
 SEARCHED_MODES = frozenset({0o100644, 0o100755})
@@ -114,11 +115,6 @@ class Matcher:
             raise InvalidInput("invalid pattern: not text") from None
         #: The trigram query every matching blob satisfies.
         self.query: Query = plan(pattern, ignore_case=ignore_case, fixed=fixed)
-
-    @property
-    def uses_index(self) -> bool:
-        """Whether the index narrows the candidates (else every blob is a candidate)."""
-        return self.query.op != ALL_OP
 
     def match_line(self, line: bytes) -> int | None:
         """The byte offset of the line's first (word) match, or None."""
