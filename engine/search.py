@@ -29,7 +29,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -400,9 +400,9 @@ def file_changes(store: TreeReader, old: ObjectId, new: ObjectId) -> list[tuple[
 class CandidateSource(Protocol):
     """Which files can match: the index's answer, plus every file it does not cover."""
 
-    def candidates(self, query: Query, files: FileList) -> Sequence[int] | None:
-        """The indexes of the files of ``files`` that may match ``query``, in order; None for
-        every file."""
+    def candidates(self, query: Query, files: FileList) -> Iterable[int] | None:
+        """The indexes of the files of ``files`` that may match ``query``, in increasing order
+        (a list, or an iterator consumed as the search goes); None for every file."""
         ...
 
 
@@ -459,7 +459,13 @@ def search(
     if start.line and start.path is not None and first and files.paths[first - 1] == start.path:
         first, after_first = first - 1, start.line
     positions = source.candidates(matcher.query, files)
-    order = range(first, len(files)) if positions is None else positions[bisect.bisect_left(positions, first) :]
+    order: Iterable[int]
+    if positions is None:
+        order = range(first, len(files))
+    elif isinstance(positions, list):
+        order = positions[bisect.bisect_left(positions, first) :]
+    else:
+        order = itertools.dropwhile(lambda index: index < first, positions)
     todo = (index for index in order if not paths or paths(files.paths[index]))
 
     def check(index: int) -> tuple[bool, int, list[LineMatch]]:

@@ -32,6 +32,8 @@ from .trigrams import AND_OP, NONE_OP, OR_OP, Query
 #: Blobs larger than this are not indexed, only read by every search that reaches them.
 DEFAULT_MAX_INDEXED_BYTES = 1 << 20
 TEXT, BINARY, TOO_LARGE = 0, 1, 2
+#: More candidates than a file list's length over this are walked file by file, not listed.
+DENSE_SHARE = 8
 #: File lists kept (the least recently saved go first).
 KEPT_LISTS = 64
 
@@ -129,7 +131,7 @@ class SearchIndex:
         rows = self._connection().execute("SELECT rowid FROM grams WHERE grams MATCH ?", (fts_query(query),))
         return {row[0] for row in rows}
 
-    def candidates(self, query: Query, files: FileList) -> list[int] | None:
+    def candidates(self, query: Query, files: FileList) -> Iterable[int] | None:
         """engine.search.CandidateSource: the files whose blob the index holds and says may
         match, and every file whose blob it does not hold (or holds as too large to index)."""
         known = self.refresh()
@@ -139,6 +141,12 @@ class SearchIndex:
         # process) is then among them, and a row number this process has not read yet is skipped.
         unindexed = self._unindexed(files, known)
         nums = self.matching(query) | self._large
+        if len(nums) > len(files) // DENSE_SHARE:
+            # Most files may match (a common term): tested file by file as the search walks,
+            # so that a page filled by the first files costs no more than those.
+            unknown = set(unindexed)
+            blobs = files.blobs
+            return (index for index in range(len(blobs)) if index in unknown or known.get(blobs[index], 0) in nums)
         with self._lock:
             matched = {self._oids[num] for num in nums if num in self._oids}
         return sorted(set(files.positions(matched)).union(unindexed))
