@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import io
+import sqlite3
 import subprocess
 import time
 
 import pytest
 from django.core.management import call_command
 
+from engine.search import FileList
 from repos.services import search as search_service
 from tests.api.conftest import Api, client_with
 from tests.api.test_errors import error
@@ -267,3 +269,21 @@ def test_git_grep_agrees_on_the_repository(repo, settings):
         expected = [line.split(":", 4)[1:] for line in grep.split("\n") if line]
         got = [[m["path"], str(m["line"]), str(m["column"]), m["text"]] for m in find(repo, pattern)["matches"]]
         assert got == expected, pattern
+
+
+def test_a_revision_list_is_derived_from_a_saved_ancestor(repo):
+    """A process that never saw the last landings derives their list from the nearest one the
+    index saved, along the changed paths: the same list as walking the tree."""
+    first = repo.head()
+    for number in range(3):
+        repo.land(repo.write(repo.head(), {f"new/f{number}.txt": f"{number}\n", "src/app.py": f"v{number}\n"}))
+    assert wait_until_indexed(repo) == []
+    store = search_service.store_for("demo")
+    search_service.forget_index("demo")
+    with sqlite3.connect(search_service.index_path("demo")) as db:
+        db.execute("DELETE FROM lists WHERE tree != ?", (store.read_commit(first).tree,))
+
+    derived = search_service.file_list("demo", repo.head())
+
+    walked = FileList.of_tree(store, store.read_commit(repo.head()).tree)
+    assert (derived.paths, derived.blobs) == (walked.paths, walked.blobs) and "new/f2.txt" in derived.paths
