@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Max
 
 from engine.errors import EngineError
 from engine.search import (
@@ -203,26 +204,54 @@ class IndexProgress:
 
 
 def index_missing(names: list[str] | None = None, progress: Callable[[IndexProgress], None] | None = None) -> int:
-    """Index every stream head of the repositories ``names`` (all by default): the blobs the
-    index does not hold. Answers how many blobs were added."""
+    """Index what the heads of the repositories ``names`` hold that the index does not (by
+    default every repository with a head moved since its index last changed): the distinct
+    heads of its INDEXED_STREAMS most recently moved streams. Answers how many blobs were added;
+    the other heads are read by their searches and indexed then (:func:`_index_scanned`)."""
     added = 0
-    repositories = Repository.objects.order_by("name")
-    if names is not None:
-        repositories = repositories.filter(name__in=names)
-    for repository in repositories:
-        streams = Stream.objects.filter(repository=repository, head__isnull=False).order_by("-updated")
-        for stream_name, head in streams.values_list("name", "head"):
-            files = file_list(repository.name, str(head))
+    for name in _stale(names):
+        heads = Stream.objects.filter(repository__name=name, head__isnull=False).order_by("-updated")
+        here = 0
+        seen: set[str] = set()
+        for stream_name, head in heads.values_list("name", "head")[:INDEXED_STREAMS]:
+            if head in seen:
+                continue
+            seen.add(str(head))
+            files = file_list(name, str(head))
 
-            def report(done: int, total: int, stream_name: str = stream_name, repo: str = repository.name) -> None:
+            def report(done: int, total: int, stream_name: str = stream_name, repo: str = name) -> None:
                 if progress is not None:
                     progress(IndexProgress(repo, stream_name, done, total))
 
-            added += _index_blobs(repository.name, files.blobs, report)
-            index_for(repository.name).save_list(files)  # every head's: a cold process starts there
-        if added:
-            index_for(repository.name).optimize()
+            here += _index_blobs(name, files.blobs, report)
+            index_for(name).save_list(files)  # every head's: a cold process starts there
+        if here:
+            index_for(name).optimize()
+        added += here
+        forget_index(name)  # one repository's connection at a time, however many there are
     return added
+
+
+#: Stream heads of a repository that recovery indexes (the most recently moved).
+INDEXED_STREAMS = 64
+
+
+def _stale(names: list[str] | None) -> list[str]:
+    """The repositories (of ``names``, or all) with a head that moved since their index's file
+    last changed, or with no index: one query and a file's times per repository, so that a
+    start with many repositories opens only the indexes that lack something."""
+    latest = Stream.objects.filter(head__isnull=False)
+    if names is not None:
+        latest = latest.filter(repository__name__in=names)
+    stale = []
+    for name, moved in (
+        latest.values_list("repository__name").annotate(moved=Max("updated")).order_by("repository__name")
+    ):
+        path = index_path(name)
+        changed = [p.stat().st_mtime for p in (path, path.with_name(path.name + "-wal")) if p.exists()]
+        if names is not None or not path.exists() or moved.timestamp() > max(changed):
+            stale.append(name)
+    return stale
 
 
 #: Recovery's request: index what is missing, in the background.

@@ -248,6 +248,10 @@ def test_agentgit_recover_indexes_what_the_index_lacks(repo):
     assert f"{len(FILES)} blob(s) indexed for search" in out.getvalue()
     listed = search_service.file_list("demo", repo.head())
     assert search_service.index_for("demo").missing(listed.blobs) == []
+    # Again: the index is newer than every head, so recovery does not even open it.
+    assert search_service._stale(None) == []
+    search_service.index_path("demo").unlink()
+    assert search_service._stale(None) == ["demo"]
 
 
 def test_the_landing_indexed_its_blobs(repo):
