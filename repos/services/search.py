@@ -69,6 +69,8 @@ _blob_cache: OrderedDict[bytes, bytes] = OrderedDict()
 _blob_cache_size = 0
 
 _indexes: dict[Path, SearchIndex] = {}
+#: Indexes a process keeps open (a connection per thread that used one).
+OPEN_INDEXES = 256
 _lists: OrderedDict[tuple[str, str], FileList] = OrderedDict()
 _lock = threading.Lock()
 
@@ -79,14 +81,16 @@ def index_path(name: str) -> Path:
 
 
 def index_for(name: str) -> SearchIndex:
-    """The repository's search index, opened once per process."""
+    """The repository's search index, opened once per process (the OPEN_INDEXES most recently
+    used stay open: an index dropped is closed when its last search lets go of it)."""
     path = index_path(name)
     with _lock:
-        index = _indexes.get(path)
+        index = _indexes.pop(path, None)
         if index is None:
-            index = _indexes[path] = SearchIndex(
-                str(path), max_indexed_bytes=settings.AGENTGIT["SEARCH_INDEX_MAX_BYTES"]
-            )
+            index = SearchIndex(str(path), max_indexed_bytes=settings.AGENTGIT["SEARCH_INDEX_MAX_BYTES"])
+        _indexes[path] = index  # the most recently used last
+        while len(_indexes) > OPEN_INDEXES:
+            _indexes.pop(next(iter(_indexes)))
         return index
 
 
