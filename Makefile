@@ -13,7 +13,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # edited requirements file reinstalls, a merely touched one (checkout, clone) does not.
 INSTALLED := $(VENV)/.installed-$(shell cat requirements/*.txt client/pyproject.toml | sha256sum | cut -c1-16)
 
-.PHONY: serve test lint clean setup git chromium wrk strace cgit
+.PHONY: serve test lint clean setup git chromium wrk strace cgit rg
 
 # The metrics directory is emptied before the servers start (every process adds its counters
 # there). --no-access-log: the server writes its own access log, with secrets redacted
@@ -28,7 +28,7 @@ serve: setup
 	$(PY) manage.py agentgit_serve_info --host $(HOST) --port $(PORT)
 	exec $(PY) -m uvicorn agentgit_site.asgi:application --host $(HOST) --port $(PORT) --workers $(WORKERS) --lifespan off --no-access-log --ws-per-message-deflate false
 
-test: setup chromium wrk strace cgit
+test: setup chromium wrk strace cgit rg
 	$(PY) -m pytest -n 2
 	$(PY) manage.py agentgit_bench engine --sizes 1000 --samples 3
 	$(PY) manage.py agentgit_bench load --profile smoke
@@ -73,6 +73,11 @@ strace:
 cgit:
 	@test -x /usr/lib/cgit/cgit.cgi || { $(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends cgit; }
+
+# agentgit_bench search (benchmarks/search_bench.py) sets code search beside ripgrep on a checkout.
+rg:
+	@command -v rg >/dev/null || { $(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ripgrep; }
 
 # The client, CLI and MCP server (client/, a distribution of its own) are installed editable:
 # their tests (tests/client) run from the work tree.

@@ -136,6 +136,11 @@ AGENTGIT: dict[str, Any] = {
     # ``agentgit_bench cost``. Off (the default), nothing is installed and nothing is counted.
     # Env: AGENTGIT_COUNT_STATEMENTS.
     "COUNT_STATEMENTS": _env_bool("AGENTGIT_COUNT_STATEMENTS", False),
+    # Code search (repos.services.search): a search past this many seconds answers what it found
+    # with "truncated" (Env: AGENTGIT_SEARCH_TIMEOUT_S); blobs larger than this many bytes are
+    # not indexed, only read by the searches that reach them (Env: AGENTGIT_SEARCH_INDEX_MAX_BYTES).
+    "SEARCH_TIMEOUT_S": float(os.environ.get("AGENTGIT_SEARCH_TIMEOUT_S") or 10),
+    "SEARCH_INDEX_MAX_BYTES": _env_int("AGENTGIT_SEARCH_INDEX_MAX_BYTES", 1024 * 1024),
 }
 if AGENTGIT["METRICS_ACCESS"] not in ("local", "open", "scope"):
     raise ImproperlyConfigured(f"AGENTGIT_METRICS_ACCESS is local, open or scope, not {AGENTGIT['METRICS_ACCESS']!r}")

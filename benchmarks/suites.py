@@ -43,6 +43,7 @@ from . import (
     report,
     repos_bench,
     resolution_bench,
+    search_bench,
     web_bench,
 )
 
@@ -723,6 +724,32 @@ def _load_run(options: dict[str, Any], log: Log) -> Results:
 
 
 #: Every suite, by subcommand name, in the order ``--help`` lists them.
+# ------------------------------------------------------------------------------ search
+
+
+def _search_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--files", type=positive, default=search_bench.DEFAULT_FILES, help="(issue 37: 100000)")
+    parser.add_argument("--landings", type=positive, default=search_bench.DEFAULT_LANDINGS, help="(issue 37: 1000)")
+    parser.add_argument("--streams", type=positive, default=search_bench.DEFAULT_STREAMS, help="(issue 37: 50)")
+    parser.add_argument(
+        "--patterns", type=positive, default=search_bench.DEFAULT_PATTERNS, help="exactness: generated patterns"
+    )
+    parser.add_argument(
+        "--repo",
+        help="a real repository (a git directory, copied first) instead of the generated corpus, e.g. "
+        "/work/.mirror/git+git/repo; --files, --landings and --streams do not apply",
+    )
+
+
+def _search_run(options: dict[str, Any], log: Log) -> Results:
+    run = search_bench.run_search_benchmark(
+        options["files"], options["landings"], options["streams"], options["patterns"], log=log, source=options["repo"]
+    )
+    table = search_bench.format_search(run)
+    failures = "\n".join(run.differences)
+    return Results(table, search_bench.to_json(run), table, failures)
+
+
 SUITES: dict[str, Suite] = {
     suite.name: suite
     for suite in (
@@ -749,6 +776,12 @@ SUITES: dict[str, Suite] = {
             "event fan-out: delivery lag for 1, 100 and 1000 subscribers while writers integrate, both modes",
             _events_arguments,
             _events_run,
+        ),
+        Suite(
+            "search",
+            "code search at any revision beside git grep and rg: latency, indexing, size, exactness (issue 37)",
+            _search_arguments,
+            _search_run,
         ),
         Suite(
             "history",

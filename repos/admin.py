@@ -35,7 +35,7 @@ from .models import (
     WebhookAttempt,
     WebhookDelivery,
 )
-from .services import webhooks
+from .services import search, webhooks
 from .services.access import grant_access, revoke_access
 from .services.credentials import check_reach, create_credential, revoke_credential
 from .services.events import KINDS
@@ -236,8 +236,13 @@ class RepositoryAdmin(admin.ModelAdmin):
     list_display = ["name", "default_stream", "object_format", "event_seq", "created"]
     search_fields = ["name"]
 
+    readonly_fields = ["search_index"]
+    actions = ["index_for_search"]
+
     def get_fields(self, request, obj=None):
-        return ["name"] if obj is None else ["name", "default_stream", "object_format", "event_seq", "created"]
+        if obj is None:
+            return ["name"]
+        return ["name", "default_stream", "object_format", "event_seq", "created", "search_index"]
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
@@ -247,6 +252,27 @@ class RepositoryAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Repository, form: RepositoryForm, change: bool) -> None:
         _become(obj, create_repository(form.cleaned_data["name"]))
+
+    @admin.display(description="Code search index")
+    def search_index(self, obj: Repository) -> str:
+        """What the index holds, and what the default stream's head holds that it does not."""
+        state = search.index_state(obj)
+        stats = state.stats
+        text = (
+            f"{stats.blobs} blob(s) indexed ({stats.blob_bytes / 1e6:.1f} MB of content; {stats.too_large} too large "
+            f"to index, read by each search), index file {stats.file_bytes / 1e6:.1f} MB"
+        )
+        if state.files_at_default is not None:
+            text += (
+                f"; at {obj.default_stream}: {state.files_at_default} file(s), "
+                f"{state.missing_at_default} blob(s) not indexed yet (searched by reading them)"
+            )
+        return text
+
+    @admin.action(description="Index the selected repositories for code search (in the background)")
+    def index_for_search(self, request: HttpRequest, queryset) -> None:
+        search.index_missing_later([repository.name for repository in queryset])
+        self.message_user(request, "Indexing started: the index's state shows its progress.", messages.SUCCESS)
 
 
 # Web UI access ------------------------------------------------------------------------------

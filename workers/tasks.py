@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import worker_ready
 
-from repos.services import events, integration, maintenance, packs, refmirror, webhooks
+from repos.services import events, integration, maintenance, packs, refmirror, search, webhooks
 from repos.services.dispatch import Job
 
 
@@ -38,6 +38,9 @@ pump_webhooks = task_for(webhooks.PUMP)
 send_webhook = task_for(webhooks.SEND)
 #: Fold a repository's small packs into one (a write found too many).
 roll_up_packs = task_for(packs.ROLL_UP)
+#: Index a landed head for code search, and what recovery found the index lacks.
+index_search = task_for(search.INDEX_HEAD)
+index_search_missing = task_for(search.INDEX_MISSING)
 
 
 @shared_task(name="workers.tasks.recover")
@@ -82,3 +85,4 @@ def _recover_at_start(**_kwargs) -> None:
     rebuild_mirrors.delay()
     prune_events.delay()
     resume_webhooks.delay()
+    index_search_missing.delay()  # code search's index: what the heads hold that it lacks

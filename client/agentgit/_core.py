@@ -378,6 +378,44 @@ class Endpoints:
         params = {"rev": rev, "path": path, "limit": limit, "cursor": cursor}
         return self._run(Call("GET", f"/repos/{seg(repo)}/log", _page(LogEntry.from_api, "changesets"), params=params))
 
+    # -- search ----------------------------------------------------------------------------
+
+    def search(
+        self,
+        repo: str,
+        q: str,
+        *,
+        rev: str | None = None,
+        fixed: bool = False,
+        ignore_case: bool = False,
+        word: bool = False,
+        paths: list[str] | None = None,
+        exclude: list[str] | None = None,
+        context: int | None = None,
+        mode: str | None = None,
+        target: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict:
+        """Code search at ``rev`` (default: the default stream), as ``git grep -E`` with RE2's syntax:
+        the answer as API.md's "Search" spells it (``matches``, or ``files``, or ``count``, with
+        ``truncated`` and ``next``)."""
+        params = {
+            "q": q,
+            "rev": rev,
+            "fixed": "1" if fixed else None,
+            "ignore_case": "1" if ignore_case else None,
+            "word": "1" if word else None,
+            "path": paths or None,
+            "exclude": exclude or None,
+            "context": context,
+            "mode": mode,
+            "target": target,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return self._run(Call("GET", f"/repos/{seg(repo)}/search", lambda response: response.json(), params=params))
+
     # -- anything else ---------------------------------------------------------------------
 
     def api(self, method: str, path: str, *, json: Any = None, params: dict | None = None) -> Any:

@@ -512,6 +512,107 @@ def blame(repo: str, rev: str, path: str) -> None:
 
 @cli.command()
 @repo_option
+@click.argument("pattern")
+@click.option("--rev", help="A stream or changeset id (default: the default stream).")
+@click.option("-i", "--ignore-case", is_flag=True, help="Ignore case.")
+@click.option("-F", "--fixed-strings", "fixed", is_flag=True, help="Take PATTERN literally.")
+@click.option("-w", "--word-regexp", "word", is_flag=True, help="Match whole words only.")
+@click.option("-l", "--files-with-matches", "files", is_flag=True, help="Only the paths of files that match.")
+@click.option("-c", "--count", is_flag=True, help="Matching lines per file.")
+@click.option("-C", "--context", type=click.IntRange(0, 100), default=0, help="Lines of context around each match.")
+@click.option("--path", "paths", multiple=True, help="Only paths matching this glob (repeatable).")
+@click.option("--exclude", multiple=True, help="Not paths matching this glob (repeatable).")
+@click.option("--paths-only", is_flag=True, help="Match PATTERN against file paths, not contents.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True, help="Per page.")
+@click.option("--cursor", help="Resume where a previous page stopped.")
+@click.option("--all", "every_page", is_flag=True, help="Follow every page to the end.")
+@json_option
+def search(
+    repo: str,
+    pattern: str,
+    rev: str | None,
+    ignore_case: bool,
+    fixed: bool,
+    word: bool,
+    files: bool,
+    count: bool,
+    context: int,
+    paths: tuple[str, ...],
+    exclude: tuple[str, ...],
+    paths_only: bool,
+    limit: int,
+    cursor: str | None,
+    every_page: bool,
+) -> None:
+    """Search code at any revision, as git grep -n -E (RE2 syntax) prints it."""
+    mode = "files" if files or count else "content"
+    printer = _GrepPrinter(count=count, paths_only=paths_only or files, context=context > 0)
+    while True:
+        found = _client().search(
+            repo, pattern, rev=rev, fixed=fixed, ignore_case=ignore_case, word=word, paths=list(paths),
+            exclude=list(exclude), context=context or None, mode=mode, target="paths" if paths_only else None,
+            limit=limit, cursor=cursor,
+        )  # fmt: skip
+        if _state().json:
+            click.echo(json.dumps(found, indent=2, sort_keys=True))
+        else:
+            for line in printer.feed(found):
+                click.echo(line)
+        cursor = found.get("next")
+        if not (every_page and cursor):
+            break
+    for line in printer.flush():
+        click.echo(line)
+    _more(cursor)
+
+
+class _GrepPrinter:
+    """git grep's output from pages of answers: ``path:line:text``, ``path-line-text`` for context
+    and ``--`` between groups. A file's lines are printed once the next file starts (a page may
+    end inside one): a match (":") wins over the same line as another's context ("-")."""
+
+    def __init__(self, *, count: bool, paths_only: bool, context: bool) -> None:
+        self.count, self.paths_only, self.context = count, paths_only, context
+        self.path: str | None = None
+        self.lines: dict[int, tuple[str, str]] = {}
+        self.binary = False
+        self.last: int | None = None  # the last line number printed, -1 after another file
+
+    def feed(self, found: dict) -> Iterator[str]:
+        if "files" in found:
+            for hit in found["files"]:
+                yield f"{hit['path']}:{hit['matches']}" if self.count else hit["path"]
+            return
+        for hit in found["matches"]:
+            if hit["path"] != self.path:
+                yield from self.flush()
+                self.path = hit["path"]
+            if hit.get("binary"):
+                self.binary = True
+                continue
+            before, after = hit.get("before", []), hit.get("after", [])
+            for number, text in [*enumerate(before, hit["line"] - len(before)), *enumerate(after, hit["line"] + 1)]:
+                self.lines.setdefault(number, ("-", text))
+            self.lines[hit["line"]] = (":", hit["text"])
+
+    def flush(self) -> Iterator[str]:
+        if self.path is None:
+            return
+        if self.binary:
+            yield f"Binary file {self.path} matches"
+        for number in sorted(self.lines):
+            if self.context and self.last is not None and number != self.last + 1:
+                yield "--"
+            marker, text = self.lines[number]
+            yield f"{self.path}{marker}{number}{marker}{text}"
+            self.last = number
+        if self.lines and self.context:
+            self.last = -1  # another file: a separator before its first line
+        self.path, self.lines, self.binary = None, {}, False
+
+
+@cli.command()
+@repo_option
 @click.argument("rev")
 @click.argument("path")
 @click.option("-o", "--output", type=click.File("wb"), help="Write to this file instead of stdout.")

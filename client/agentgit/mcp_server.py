@@ -60,6 +60,7 @@ class Backend(Protocol):
     async def log(self, repo: str, rev: str | None = None, *, path: str | None = None, limit: int | None = None, cursor: str | None = None) -> Page[LogEntry]: ...  # fmt: skip
     async def diff(self, repo: str, from_rev: str, to_rev: str) -> Diff: ...
     async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]: ...
+    async def search(self, repo: str, q: str, **options: Any) -> dict: ...
     async def land(self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", *, parent: Any = ...) -> Landing: ...  # fmt: skip
     async def open_proposal(self, repo: str, stream: str, head: str, title: str = "") -> Proposal: ...
     async def integrate(self, repo: str, proposal_id: int) -> Outcome: ...
@@ -249,6 +250,37 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
             body += f"\n[lines {start_line}-{last} of {len(lines)}; continue with start_line={last + 1}]"
         return body
 
+    async def search_code(
+        repo: Repo,
+        pattern: Annotated[str, Field(description="An RE2 regular expression (or a literal with fixed=true).")],
+        ctx: Context,
+        rev: Annotated[str | None, Field(description="A stream or changeset id (default: the default stream).")] = None,
+        fixed: Annotated[bool, Field(description="Match the pattern literally (git grep -F).")] = False,
+        ignore_case: Annotated[bool, Field(description="Ignore case (git grep -i).")] = False,
+        word: Annotated[bool, Field(description="Whole words only (git grep -w).")] = False,
+        paths: Annotated[
+            list[str] | None, Field(description="Only paths matching these globs ('src', '*.py').")
+        ] = None,
+        exclude: Annotated[list[str] | None, Field(description="Not paths matching these globs.")] = None,
+        context: Annotated[int, Field(ge=0, le=20, description="Lines shown around each match.")] = 0,
+        mode: Annotated[
+            Literal["content", "files", "count"], Field(description="Lines, files, or a count.")
+        ] = "content",
+        target: Annotated[Literal["content", "paths"], Field(description="Search file contents or paths.")] = "content",
+        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+        cursor: Annotated[str | None, Field(description="The previous answer's next.")] = None,
+    ) -> str:
+        """Search the code at any revision, exactly as git grep -E would (RE2 syntax): "path:line:text"
+        per match (mode=content), "path:count" (files), or the number of matching lines (count).
+        Binary files that match are listed as such."""
+        found = await _call(
+            resolve(ctx).search(
+                repo, pattern, rev=rev, fixed=fixed, ignore_case=ignore_case, word=word, paths=paths,
+                exclude=exclude, context=context or None, mode=mode, target=target, limit=limit, cursor=cursor,
+            )
+        )  # fmt: skip
+        return _search_text(found, mode, target)
+
     async def land_change(
         repo: Repo,
         message: Annotated[str, Field(description="The changeset's message.")],
@@ -365,6 +397,7 @@ def _tools(resolve: Callable[[Context], Backend]) -> list[tuple[Callable[..., An
         (log, READ),
         (diff, READ),
         (blame, READ),
+        (search_code, READ),
         (list_proposals, READ),
         (explain_policy, READ),
         (wait_for_events, READ),
@@ -465,6 +498,38 @@ def _binary_window(data: bytes, chunk: int) -> str:
     if start + size < len(data):
         answer += f"\n[continue with start_line={chunk + 1}]"
     return answer
+
+
+def _search_text(found: dict, mode: str, target: str) -> str:
+    """A search's answer as text an agent reads: one line a match, the revision and paging last."""
+    if mode == "count" and target != "paths":
+        return f"{found['count']} matching line(s) at {found['rev']}" + (
+            " (cut by the time limit)" if found.get("truncated") else ""
+        )
+    rows: list[str] = []
+    if target == "paths":
+        rows = [hit["path"] for hit in found["files"]]
+    elif mode == "files":
+        rows = [
+            f"{hit['path']}:{hit['matches']}" + (" (binary)" if hit.get("binary") else "") for hit in found["files"]
+        ]
+    else:
+        for hit in found["matches"]:
+            if hit.get("binary"):
+                rows.append(f"Binary file {hit['path']} matches")
+                continue
+            number = hit["line"]
+            rows += [
+                f"{hit['path']}-{number - len(hit.get('before', [])) + i}-{text}"
+                for i, text in enumerate(hit.get("before", []))
+            ]
+            rows.append(f"{hit['path']}:{number}:{hit['text']}")
+            rows += [f"{hit['path']}-{number + 1 + i}-{text}" for i, text in enumerate(hit.get("after", []))]
+    body, cut = _fit("\n".join(rows) or "(no matches)")
+    tail = f"\n[at {found['rev']}"
+    if found.get("next"):
+        tail += f"; more: continue with cursor={found['next']!r}"
+    return body + ("\n[answer cut at the size limit: ask for fewer]" if cut else "") + tail + "]"
 
 
 def _first_line(message: str) -> str:

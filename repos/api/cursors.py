@@ -63,3 +63,22 @@ def decode_log(cursor: str) -> str:
     """The engine's ``"<start commit id>+<offset>"`` for a log cursor."""
     raw = _decode(cursor, _LOG, "32 characters of URL-safe base64")
     return f"{raw[:20].hex()}+{int.from_bytes(raw[20:], 'big')}"
+
+
+#: A search cursor: 20 bytes of changeset id, a 4-byte line, then the path (UTF-8), at least 32
+#: characters.
+SEARCH_PATTERN = r"^[A-Za-z0-9_-]{32}(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+_SEARCH = re.compile(SEARCH_PATTERN.replace("$", r"\Z"))
+
+
+def encode_search(commit: str, path: str | None, line: int) -> str:
+    """A search cursor: the changeset searched, and the position after which the next page starts."""
+    raw = (path or "").encode("utf-8", "surrogateescape")
+    return encode(bytes.fromhex(commit) + min(line, 2**32 - 1).to_bytes(4, "big") + raw)
+
+
+def decode_search(cursor: str) -> tuple[str, str | None, int]:
+    """``(changeset id, path or None, line)`` of a search cursor."""
+    raw = _decode(cursor, _SEARCH, "URL-safe base64 of at least 32 characters")
+    path = raw[24:].decode("utf-8", "surrogateescape").replace("\x00", "")
+    return raw[:20].hex(), path or None, int.from_bytes(raw[20:24], "big")

@@ -41,6 +41,7 @@ from ..services.repositories import get_repository
 from .errors import error_from_dict
 from .serializers import ProposalSerializer
 from .serializers_proposals import ReviewSerializer
+from .views_search import answer as search_answer
 
 #: The longest a tool waits for an integration before answering that it is still queued.
 INTEGRATE_WAIT_S = 60.0
@@ -76,6 +77,10 @@ class ServiceBackend:
     async def blame(self, repo: str, rev: str, path: str) -> list[BlameLine]:
         lines = await self._run("read", lambda: reads.blame(self._repository(repo), rev, path))
         return [BlameLine.from_api(line) for line in lines]
+
+    async def search(self, repo: str, q: str, **options: Any) -> dict:
+        options = _search_options(options)  # then the REST view's answer, cursors and all
+        return await self._run("read", lambda: search_answer(self._repository(repo), q, **options))
 
     async def land(
         self, repo: str, stream: str, edits: list[Edit | dict], message: str = "", *, parent: Any = landing.STREAM_HEAD
@@ -193,6 +198,14 @@ class ServiceBackend:
             if error is None:
                 raise
             raise client_errors.error_from_body(error.as_dict(), error.status) from None
+
+
+def _search_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The client's ``search`` keywords as the service takes them."""
+    out = {key: value for key, value in options.items() if value is not None}
+    out["paths"] = tuple(out.pop("paths", None) or ())
+    out["exclude"] = tuple(out.get("exclude") or ())
+    return out
 
 
 def _closing(work: Callable[[], Any]) -> Callable[[], Any]:

@@ -636,3 +636,33 @@ def errors(*statuses: int) -> dict:
 
 
 BINARY = {(200, "application/octet-stream"): OpenApiTypes.BINARY}
+
+
+# ----------------------------------------------------------------------------- search
+
+
+class SearchMatchSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    line = serializers.IntegerField(required=False, help_text="From 1; absent for a binary file.")
+    column = serializers.IntegerField(required=False, help_text="The match's byte offset in the line, plus 1.")
+    text = serializers.CharField(required=False, allow_blank=True, help_text="The line, without its newline.")
+    before = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    after = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    binary = serializers.BooleanField(required=False, help_text='A binary file that matches ("Binary file … matches").')
+
+
+class SearchFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    matches = serializers.IntegerField(required=False, help_text="Lines that match (mode=files).")
+    binary = serializers.BooleanField(required=False)
+
+
+class SearchSerializer(serializers.Serializer):
+    rev = serializers.CharField(help_text="The changeset searched (pages of one search keep it).")
+    matches = SearchMatchSerializer(many=True, required=False, help_text="mode=content.")
+    files = SearchFileSerializer(many=True, required=False, help_text="mode=files, or target=paths.")
+    count = serializers.IntegerField(required=False, help_text="mode=count: lines that match.")
+    truncated = serializers.BooleanField(help_text="More exist than this page holds, or the time limit came first.")
+    next = serializers.CharField(
+        allow_null=True, required=False, help_text="Pass as ?cursor= for the next page; null on the last."
+    )

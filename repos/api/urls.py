@@ -17,6 +17,7 @@ from . import (
     views_landing,
     views_policies,
     views_proposals,
+    views_search,
 )
 from .events import EventsView
 from .schema import BearerTokenScheme, TokenBasicScheme
@@ -72,6 +73,7 @@ urlpatterns = [
     path("repos/<str:repo>/diff", views_history.DiffView.as_view(), name="diff"),
     path("repos/<str:repo>/blame/<path:rev>/<path:path>", views_history.BlameView.as_view(), name="blame"),
     path("repos/<str:repo>/log", views_history.LogView.as_view(), name="log"),
+    path("repos/<str:repo>/search", views_search.SearchView.as_view(), name="search"),
     path("repos/<str:repo>/events", EventsView.as_view(), name="events"),
     path("repos/<str:repo>/checks", views_checks.ChecksView.as_view(), name="checks"),
     path("repos/<str:repo>/webhooks", views_checks.WebhooksView.as_view(), name="webhooks"),

@@ -51,7 +51,7 @@ from engine.trees import diff_trees
 from ..errors import Aborted, ApiError, Forbidden, NotFound, WrongState, from_engine
 from ..lookups import Insert, Rows, Update, columns, instance
 from ..models import Changeset, Credential, Operation, Proposal, ProposalRevision, Repository, ResolverRule, Stream
-from . import derived, gate, metrics, policies, refmirror
+from . import derived, gate, metrics, policies, refmirror, search
 from .dispatch import Job, after_commit, jobs_run_in_process, later
 from .events import (
     MAX_PATHS,
@@ -654,6 +654,8 @@ def _land_once(stream_id: int, batch_size: int, held: Held | None = None) -> tup
         if head != stream.head and not derived.derive_landed(repository, store, head, known):
             # A long underived history: derived in chunks, after this commits.
             after_commit(DERIVE_MISSING)
+        if head != stream.head:
+            search.after_landing(repository, head)  # searchable without a scan, after this commits
         if verdict.wake_in_s is not None:
             _wake_later(stream.pk, verdict.wake_in_s)  # a pending check's timeout
         crash_point("cas_applied")
@@ -960,6 +962,7 @@ def push_fast_forward(
         append_event(repository, STREAM_INTEGRATE, payload)
         if derive and not derived.derive_landed(repository, store, new, known):
             after_commit(DERIVE_MISSING)
+        search.after_landing(repository, new)
     # Once committed (at once, unless the caller's transaction holds several: an atomic git push).
     transaction.on_commit(lambda: refmirror.follow_landing(repository, locked.name, [(proposal.pk, new)]))
     return operation.outcome_document()

@@ -5,7 +5,7 @@ id is a permalink."""
 
 from django.urls import path
 
-from . import auth, feed, views_browse, views_history, views_proposals
+from . import auth, feed, views_browse, views_history, views_proposals, views_search
 
 app_name = "web"
 
@@ -20,6 +20,7 @@ urlpatterns = [
     path("repos/<str:repo>/raw/<path:rest>", views_browse.raw, name="raw"),
     path("repos/<str:repo>/find/<path:rest>", views_browse.find, name="find"),
     path("repos/<str:repo>/blame/<path:rest>", views_history.blame, name="blame"),
+    path("repos/<str:repo>/search/", views_search.search_page, name="search"),
     path("repos/<str:repo>/log/", views_history.log, name="log-default"),
     path("repos/<str:repo>/log/<path:rest>", views_history.log, name="log"),
     path("repos/<str:repo>/changeset/<str:oid>", views_history.changeset, name="changeset"),

@@ -47,6 +47,7 @@ SEMANTIC_400 = {
     "/api/v1/repos/{repo}/proposals/{proposal_id}/resolve": "the resolutions name exactly the conflicting paths",
     "/api/v1/repos/{repo}/policy": "each path pattern must parse as gitignore's (an unclosed '[' does not)",
     "/api/v1/repos/{repo}/checks": "exactly one of changeset and tree",
+    "/api/v1/repos/{repo}/search": "q must be one line that RE2 accepts as a pattern",
     "/api/v1/repos/{repo}/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver": "409 while still pending",
     "/api/v1/credentials": "path patterns must be gitignore's (a comment, '!' or '[z-a]' is not)",
 }

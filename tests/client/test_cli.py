@@ -235,3 +235,32 @@ def test_large_transfers_show_a_progress_bar_on_a_terminal(run, tmp_path, monkey
     out = tmp_path / "copy.bin"
     fetched = run("cat", "main", "big.bin", "-o", str(out))
     assert "downloading" in fetched.stderr and out.read_bytes() == big.read_bytes()
+
+
+def test_search_prints_what_git_grep_prints(run, tmp_path, monkeypatch):
+    """The same files landed through the CLI and committed to a local git repository."""
+    monkeypatch.chdir(tmp_path)
+    files = {
+        "src/app.py": "import os\n\ndef main():\n    print('Hello')\n    return main_value\n",
+        "src/util.py": "def helper():\n    return 'hello'\n\n\n\n\ndef main_helper():\n    main()\n",
+        "README.md": "Hello main\n",
+    }
+    for path, text in files.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    run("land", "-m", "files", *[arg for path in files for arg in ("--write", path)])
+    env = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@a", "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@a"}
+    subprocess.run(["git", "init", "-q"], check=True)
+    subprocess.run(["git", "add", "."], check=True)
+    subprocess.run(["git", "commit", "-qm", "files"], check=True, env={**env, "PATH": "/usr/bin:/bin"})
+
+    for flags in ([], ["-i"], ["-w"], ["-C", "1"], ["-C", "2", "-i"], ["-l"], ["-c"], ["-F", "-i"]):
+        for pattern in ("main", "hello", "^def", "Hello|return"):
+            if "-F" in flags and "|" in pattern:
+                continue
+            grep = subprocess.run(["git", "grep", "-n", "-E", *flags, "-e", pattern], capture_output=True, text=True)
+            ours = run("search", pattern, *flags, "--all", "--limit", "2")
+            assert ours.stdout == grep.stdout, (flags, pattern)
+    found = as_json(run("search", "main", "--path", "src", "--exclude", "*util*", "--json"))
+    assert [(m["path"], m["line"]) for m in found["matches"]] == [("src/app.py", 3), ("src/app.py", 5)]
+    assert run("search", "(", expect=1).exit_code == 1

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {
     "read_file", "list_tree", "log", "diff", "blame", "list_proposals", "wait_for_events", "explain_policy",
-    "land_change", "open_proposal", "integrate_proposal", "review_proposal",
+    "search_code", "land_change", "open_proposal", "integrate_proposal", "review_proposal",
 }  # fmt: skip
 WRITERS = {"land_change", "open_proposal", "integrate_proposal", "review_proposal"}
 
@@ -94,6 +94,14 @@ async def scenario(session, repo: str) -> None:
     assert "-a = 1\n+a = 2" in patch
     error, _, blame = await call(session, "blame", repo=repo, path="src/a.py")
     assert blame.endswith("a = 2")
+    error, _, found = await call(session, "search_code", repo=repo, pattern="a = [0-9]")
+    assert not error and found.splitlines()[0] == "src/a.py:1:a = 2", found
+    error, _, found = await call(session, "search_code", repo=repo, pattern="A = 1", ignore_case=True, rev=base)
+    assert found.splitlines()[0] == "src/a.py:1:a = 1", found
+    error, _, found = await call(session, "search_code", repo=repo, pattern="PNG", mode="files")
+    assert found.splitlines()[0] == "logo.bin:1 (binary)", found
+    error, _, found = await call(session, "search_code", repo=repo, pattern="(")
+    assert error and "invalid" in found
     error, proposals, _ = await call(session, "list_proposals", repo=repo, state="conflicted")
     assert [p["id"] for p in proposals["proposals"]] == [conflict["proposal"]]
     error, events, _ = await call(session, "wait_for_events", repo=repo, kinds=["proposal.conflict"], timeout_s=2)

@@ -1,4 +1,5 @@
-"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data, the ref mirror.
+"""Finish what a crash or an upgrade left behind: queued integrations, missing derived data, code search's
+index, the ref mirror.
 
 Celery workers do this at start and on the beat schedule; the embedded default has no worker,
 so ``make serve`` runs this before the server starts. Safe to run at any time, any number of
@@ -11,7 +12,7 @@ import sys
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from repos.services import integration, refmirror
+from repos.services import integration, refmirror, search
 
 
 class Command(BaseCommand):
@@ -42,7 +43,26 @@ class Command(BaseCommand):
         recovery = integration.recover(progress)
         # The ref mirror follows the database, whatever a crash left on disk.
         refs = refmirror.rebuild_all(everything=options["full_mirror"])
+        # Code search's index (derived data): what the heads hold that it lacks, a bar per stream.
+        search_bars: dict[tuple[str, str], tqdm] = {}
+
+        def search_progress(step: search.IndexProgress) -> None:
+            key = (step.repository, step.stream)
+            bar = search_bars.get(key)
+            if bar is None:
+                bar = search_bars[key] = tqdm(
+                    total=step.total,
+                    desc=f"indexing {step.repository}:{step.stream} for search",
+                    unit="blob",
+                    file=sys.stderr,
+                    disable=None,
+                )
+            bar.update(step.done - bar.n)
+            if step.done == step.total:
+                bar.close()
+
+        indexed = search.index_missing(progress=search_progress)
         self.stdout.write(
             f"recovered: {recovery.landed} queued integration(s) landed, {recovery.derived} changeset(s) derived, "
-            f"{refs} mirrored ref(s) repaired"
+            f"{indexed} blob(s) indexed for search, {refs} mirrored ref(s) repaired"
         )
