@@ -134,8 +134,9 @@ def test_following_links_from_the_home_page_through_every_kind_of_page(page, ser
     assert page.locator(".crumbs").inner_text() == "demo / src"
     assert page.locator("table.entries").inner_text().split() == ["..", "app.py"]
     shot(page, "02-tree")
-    page.fill("input[name=q]", "app py")
-    page.press("input[name=q]", "Enter")  # a key press does not wait for the page it submits to
+    go_to_file = "input[aria-label='Go to file']"  # not the code search box every page has
+    page.fill(go_to_file, "app py")
+    page.press(go_to_file, "Enter")  # a key press does not wait for the page it submits to
     expect(page.locator("ul.list li")).to_have_text(["src/app.py"])
     shot(page, "02-find")
     follow(page, "ul.list a:text-is('src/app.py')")
