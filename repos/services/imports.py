@@ -191,9 +191,9 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def _fetch(git_dir: Path, source: str, tips: list[str]) -> None:
     """git fetches the tips' history into the protection refs: protected as they arrive.
 
-    git checks every object it receives (``fetch.fsckObjects`` is not needed for that: a pack
-    that does not index or connect is refused whole), so a broken source fails here, naming
-    git's reason, with nothing recorded."""
+    ``git index-pack`` hashes every object it receives and the fetch checks that the history
+    connects, so a pack that does not index or connect is refused whole: a broken source fails
+    here, naming git's reason, with nothing recorded."""
     refspecs = [f"+{tip}:{refmirror.CHANGESETS}{tip}" for tip in tips]
     done = subprocess.run(
         ["git", "--git-dir", os.fspath(git_dir), "fetch", "--no-tags", "--no-write-fetch-head", "--quiet", source, *refspecs],

@@ -231,8 +231,10 @@ def wait_until_indexed(repo) -> list:
     """The blobs at the head the index still lacks, once the landing's job (a thread) is done."""
     index = search_service.index_for("demo")
     listed = search_service.file_list("demo", repo.head())
+    tree = search_service.store_for("demo").read_commit(repo.head()).tree
     deadline = time.monotonic() + 5
-    while index.missing(listed.blobs) and time.monotonic() < deadline:
+    # The job indexes the blobs, then saves the head's file list: done when both are there.
+    while (index.missing(listed.blobs) or index.load_list(tree) is None) and time.monotonic() < deadline:
         time.sleep(0.02)
     return index.missing(listed.blobs)
 
