@@ -116,6 +116,9 @@ DETACHED_THREADS = 4
 _detached_work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
 _detached_threads: list[threading.Thread] = []
 _detached_start = threading.Lock()
+#: Detached jobs queued or running in this process, and the condition their ends notify.
+_detached_pending = 0
+_detached_idle = threading.Condition()
 
 
 def _on_a_thread(job: Job, args: tuple, retries_so_far: int = 0) -> None:
@@ -127,16 +130,33 @@ def _on_a_thread(job: Job, args: tuple, retries_so_far: int = 0) -> None:
         finally:
             connections.close_all()  # this thread's own connections, opened by the job
 
+    global _detached_pending
     with _detached_start:
         while len(_detached_threads) < DETACHED_THREADS:
             _detached_threads.append(threading.Thread(target=_run_detached, name="detached-job", daemon=True))
             _detached_threads[-1].start()
+    with _detached_idle:
+        _detached_pending += 1
     _detached_work.put(run)
 
 
 def _run_detached() -> None:
+    global _detached_pending
     while True:
-        _detached_work.get()()
+        work = _detached_work.get()
+        try:
+            work()
+        finally:
+            with _detached_idle:
+                _detached_pending -= 1
+                _detached_idle.notify_all()
+
+
+def wait_for_detached(timeout_s: float) -> bool:
+    """Whether every detached job of this process has ended, waiting up to ``timeout_s`` (a
+    test that stands for the process stopping: a power loss stops its threads as well)."""
+    with _detached_idle:
+        return _detached_idle.wait_for(lambda: _detached_pending == 0, timeout_s)
 
 
 def run_in_process(job: Job, args: tuple, retries_so_far: int = 0) -> None:

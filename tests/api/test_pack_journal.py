@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from engine.store import INDEXES_CHECKED, TORN_PACKS
 from repos.models import PackJournal
-from repos.services import stores
+from repos.services import dispatch, stores
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,6 +32,9 @@ def _git(git_dir, *args: str) -> str:
 def _power_loss(git_dir, damage: str) -> None:
     """What a power loss may do to files written without an fsync: the journaled packs gone,
     cut short or zeros, their indexes with them; then a new boot, in a new process."""
+    # The process stops: its threads too (a landing's detached jobs, such as code search's
+    # indexing, which read the packs), before the files are damaged and a new process starts.
+    assert dispatch.wait_for_detached(timeout_s=30)
     pack_dir = git_dir / "objects" / "pack"
     for name in PackJournal.objects.values_list("name", flat=True):
         pack, index = pack_dir / f"{name}.pack", pack_dir / f"{name}.idx"
@@ -70,6 +73,7 @@ def test_landings_whose_packs_a_power_loss_took_are_whole_after_the_next_start(a
 
 def test_a_torn_pack_that_no_commit_named_is_moved_aside_and_the_repository_still_opens(api):
     _land(api, "a.txt", "one\n")
+    assert dispatch.wait_for_detached(timeout_s=30)  # the process stops: its threads too
     git_dir = stores.repository_path("demo")
     # A pack written without an fsync by a transaction that never committed (no row keeps
     # it), left as zeros by the power loss.
